@@ -1,0 +1,243 @@
+"""The server side: typed handlers on queue-group subscriptions, run concurrently with a bound.
+
+    service = Service("intent", settings)
+
+    @service.handler(INTENT_CLASSIFY, IntentRequest)
+    async def classify(req: IntentRequest) -> IntentResult: ...
+
+    run_service(service)   # connect, serve, drain on SIGTERM
+
+Every handler call: trace context and deadline extracted from the headers, the
+body validated, a SERVER span around the work, the reply or a typed ErrorReply
+sent back. Handlers never see NATS.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from opentelemetry import context as otel_context
+from opentelemetry.trace import SpanKind, Status, StatusCode
+from pydantic import ValidationError
+
+from meshward.contracts import ErrorCode, ErrorReply, HealthReply, HealthRequest, Message, RemoteError
+from meshward.contracts.subjects import HDR_ERROR, health
+
+from . import context
+from .client import Bus, connect
+from .settings import BusSettings
+from .tracing import current_trace_id, extract_context, setup_tracing, shutdown_tracing, tracer
+
+log = logging.getLogger(__name__)
+_tracer = tracer("meshward.bus")
+_ERROR_HEADERS = {HDR_ERROR: "1"}
+
+Handler = Callable[[Any], Awaitable[Message]]
+Hook = Callable[["Service"], Awaitable[None]]
+
+
+class ServiceError(Exception):
+    """Raise from a handler to send a typed error reply."""
+
+    def __init__(self, code: ErrorCode, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class _Route:
+    subject: str
+    request_type: type[Message]
+    handler: Handler
+
+
+def _validation_summary(e: ValidationError) -> str:
+    parts = []
+    for err in e.errors()[:5]:
+        loc = ".".join(str(p) for p in err.get("loc", ())) or "body"
+        parts.append(f"{loc}: {err.get('msg')}")
+    more = e.error_count() - len(parts)
+    return "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")
+
+
+class Service:
+    def __init__(self, name: str, settings: BusSettings | None = None, version: str = "0.1.0"):
+        self.name = name
+        self.settings = settings or BusSettings()
+        self.version = version
+        self.instance = self.settings.instance or f"{socket.gethostname()}:{os.getpid()}"
+        self.bus: Bus | None = None
+        self.ready = False
+        self.details: dict[str, str] = {}
+        self._routes: list[_Route] = []
+        self._startup: list[Hook] = []
+        self._shutdown: list[Hook] = []
+        self._subs: list = []
+        self._inflight: set[asyncio.Task] = set()
+        self._sem = asyncio.Semaphore(self.settings.max_concurrency)
+        self._stop = asyncio.Event()
+        self.handler(health(name), HealthRequest)(self._health)
+
+    # registration -------------------------------------------------------
+    def handler(self, subject: str, request_type: type[Message]):
+        def register(fn: Handler) -> Handler:
+            self._routes.append(_Route(subject, request_type, fn))
+            return fn
+
+        return register
+
+    def on_startup(self, fn: Hook) -> Hook:
+        self._startup.append(fn)
+        return fn
+
+    def on_shutdown(self, fn: Hook) -> Hook:
+        self._shutdown.append(fn)
+        return fn
+
+    async def _health(self, _: HealthRequest) -> HealthReply:
+        return HealthReply(service=self.name, ready=self.ready, version=self.version, instance=self.instance, details=self.details)
+
+    # dispatch -----------------------------------------------------------
+    async def _reply(self, nc: NATS, msg: Msg, body: Message, error: bool = False) -> None:
+        if not msg.reply:
+            return
+        try:
+            await nc.publish(msg.reply, body.model_dump_json().encode(), headers=_ERROR_HEADERS if error else None)
+        except Exception as e:  # noqa: BLE001 - the caller is gone or the connection dropped
+            log.warning("could not reply on %s: %s", msg.subject, e)
+
+    async def _dispatch(self, nc: NATS, route: _Route, msg: Msg) -> None:
+        headers = msg.headers
+        deadline, request_id = context.from_headers(headers)
+        parent = extract_context(headers)
+        token = otel_context.attach(parent)
+        d_token = context.set_deadline(deadline)
+        r_token = context.set_request_id(request_id)
+        try:
+            with _tracer.start_as_current_span(
+                f"process {route.subject}",
+                kind=SpanKind.SERVER,
+                attributes={"messaging.system": "nats", "messaging.destination.name": route.subject, "meshward.service": self.name},
+            ) as span:
+                error = await self._run(route, msg, deadline)
+                if isinstance(error, ErrorReply):
+                    span.set_status(Status(StatusCode.ERROR, error.message))
+                    span.set_attribute("meshward.error.code", str(error.code))
+                    await self._reply(nc, msg, error, error=True)
+                else:
+                    await self._reply(nc, msg, error)
+        finally:
+            context.reset_request_id(r_token)
+            context.reset_deadline(d_token)
+            otel_context.detach(token)
+
+    async def _run(self, route: _Route, msg: Msg, deadline: float | None) -> Message:
+        def fail(code: ErrorCode, message: str) -> ErrorReply:
+            return ErrorReply.of(code, message, service=self.name, trace_id=current_trace_id())
+
+        if len(msg.data) > self.settings.max_request_bytes:
+            return fail(ErrorCode.TOO_LARGE, f"request is {len(msg.data)} bytes; the limit is {self.settings.max_request_bytes}")
+        left = None if deadline is None else deadline - time.time()
+        if left is not None and left <= 0:
+            return fail(ErrorCode.DEADLINE_EXCEEDED, "the caller's deadline passed before the request was handled")
+        try:
+            request = route.request_type.model_validate_json(msg.data)
+        except ValidationError as e:
+            return fail(ErrorCode.BAD_REQUEST, f"invalid {route.request_type.__name__}: {_validation_summary(e)}")
+        try:
+            if left is None:
+                return await route.handler(request)
+            async with asyncio.timeout(left):
+                return await route.handler(request)
+        except TimeoutError:
+            return fail(ErrorCode.DEADLINE_EXCEEDED, f"{self.name} ran out of time on {route.subject}")
+        except ServiceError as e:
+            return fail(e.code, e.message)
+        except RemoteError as e:
+            return fail(e.error.code, e.error.message)
+        except Exception:  # noqa: BLE001 - a bug: logged with its trace id, never sent as a traceback
+            log.exception("handler for %s failed", route.subject)
+            return fail(ErrorCode.INTERNAL, f"{self.name} failed on {route.subject}; see its logs for trace {current_trace_id()}")
+
+    def _callback(self, nc: NATS, route: _Route):
+        sem = self._sem
+        inflight = self._inflight
+
+        async def on_message(msg: Msg) -> None:
+            # nats-py awaits this callback before delivering the next message of the
+            # subscription; hand the work to a task so requests run concurrently,
+            # and wait only for a free slot (the bound).
+            await sem.acquire()
+            task = asyncio.create_task(self._dispatch(nc, route, msg))
+            inflight.add(task)
+            task.add_done_callback(lambda t: (inflight.discard(t), sem.release()))
+
+        return on_message
+
+    # lifecycle ----------------------------------------------------------
+    async def start(self) -> None:
+        self.bus = await Bus.connect(self.settings, name=f"meshward-{self.name}")
+        for hook in self._startup:
+            await hook(self)
+        nc = self.bus.nc
+        queue = self.settings.queue_group or self.name
+        for route in self._routes:
+            self._subs.append(await nc.subscribe(route.subject, queue=queue, cb=self._callback(nc, route)))
+        await nc.flush()
+        self.ready = True
+        log.info("%s serving %d subjects (queue %s)", self.name, len(self._routes), queue)
+
+    async def stop(self) -> None:
+        """Stop taking requests, finish in-flight ones within the grace period, drain, close."""
+        self.ready = False
+        for sub in self._subs:
+            try:
+                await sub.unsubscribe()
+            except Exception:  # noqa: BLE001 - connection already gone
+                pass
+        if self._inflight:
+            await asyncio.wait(set(self._inflight), timeout=self.settings.drain_timeout_s)
+        for hook in reversed(self._shutdown):
+            try:
+                await hook(self)
+            except Exception:  # noqa: BLE001 - keep shutting down
+                log.exception("shutdown hook failed")
+        if self.bus is not None:
+            await self.bus.close()
+        shutdown_tracing()
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    async def serve_forever(self) -> None:
+        await self.start()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.add_signal_handler(sig, self.request_stop)
+            except (NotImplementedError, RuntimeError):
+                pass
+        try:
+            await self._stop.wait()
+        finally:
+            log.info("%s stopping", self.name)
+            await self.stop()
+
+
+def run_service(service: Service) -> None:
+    """Entry point for `python -m meshward.<service>`."""
+    from .logs import setup_logging
+
+    setup_logging(service.name)
+    setup_tracing(f"meshward-{service.name}")
+    asyncio.run(service.serve_forever())

@@ -1,0 +1,48 @@
+"""meshward v1 contracts: subjects, message models, the error envelope. Pure pydantic, no I/O."""
+from . import subjects
+from .base import CONTRACTS_VERSION, MAX_TEXT_CHARS, Message
+from .catalog import ENDPOINTS, EVENTS, Endpoint
+from .errors import ErrorCode, ErrorReply, RemoteError
+from .events import (
+    AgentDecision,
+    Event,
+    InteractionCompleted,
+    RoutingDecision,
+    SecurityViolation,
+    ToolCalled,
+    new_event_id,
+)
+from .health import HealthReply, HealthRequest
+from .intent import OUT_OF_SCOPE, IntentRequest, IntentResult, IntentScore
+from .memory import HistoryReply, HistoryRequest, StatsReply, StatsRequest, Turn
+from .security import (
+    DecidingLayer,
+    LeakKind,
+    ModelInfo,
+    OutputCheckRequest,
+    OutputVerdict,
+    SecurityCheckRequest,
+    SecurityVerdict,
+    ThreatCategory,
+)
+from .tools import (
+    Content,
+    DataContent,
+    ImageContent,
+    TextContent,
+    ToolCallRequest,
+    ToolCatalog,
+    ToolListRequest,
+    ToolResult,
+    ToolSpec,
+)
+
+__all__ = [
+    "AgentDecision", "CONTRACTS_VERSION", "Content", "DataContent", "DecidingLayer", "ENDPOINTS", "EVENTS", "Endpoint",
+    "ErrorCode", "ErrorReply", "Event", "HealthReply", "HealthRequest", "HistoryReply", "HistoryRequest",
+    "ImageContent", "IntentRequest", "IntentResult", "IntentScore", "InteractionCompleted", "LeakKind",
+    "MAX_TEXT_CHARS", "Message", "ModelInfo", "OUT_OF_SCOPE", "OutputCheckRequest", "OutputVerdict",
+    "RemoteError", "RoutingDecision", "SecurityCheckRequest", "SecurityVerdict", "SecurityViolation",
+    "StatsReply", "StatsRequest", "TextContent", "ThreatCategory", "ToolCalled", "ToolCallRequest",
+    "ToolCatalog", "ToolListRequest", "ToolResult", "ToolSpec", "Turn", "new_event_id", "subjects",
+]

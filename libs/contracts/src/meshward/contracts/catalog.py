@@ -1,0 +1,46 @@
+"""The one table of subjects -> (request, reply) models; schema generation and tests read it."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import subjects as s
+from .base import Message
+from .errors import ErrorReply
+from .events import InteractionCompleted, RoutingDecision, SecurityViolation, ToolCalled
+from .health import HealthReply, HealthRequest
+from .intent import IntentRequest, IntentResult
+from .memory import HistoryReply, HistoryRequest, StatsReply, StatsRequest
+from .security import OutputCheckRequest, OutputVerdict, SecurityCheckRequest, SecurityVerdict
+from .tools import ToolCallRequest, ToolCatalog, ToolListRequest, ToolResult
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    subject: str
+    request: type[Message]
+    reply: type[Message]
+    owner: str
+    summary: str
+
+
+ENDPOINTS: tuple[Endpoint, ...] = (
+    Endpoint(s.SECURITY_CHECK, SecurityCheckRequest, SecurityVerdict, "security", "Classify input text for threats."),
+    Endpoint(s.SECURITY_CHECK_OUTPUT, OutputCheckRequest, OutputVerdict, "security", "Check an answer for leaks and relevance."),
+    Endpoint(s.INTENT_CLASSIFY, IntentRequest, IntentResult, "intent", "Classify the intent of a question within a scope."),
+    Endpoint(s.TOOLS_LIST, ToolListRequest, ToolCatalog, "tools", "List the tool catalog (MCP-style JSON schemas)."),
+    Endpoint(s.TOOLS_CALL, ToolCallRequest, ToolResult, "tools", "Call one tool."),
+    Endpoint(s.MEMORY_HISTORY, HistoryRequest, HistoryReply, "memory", "A thread's persisted turns."),
+    Endpoint(s.MEMORY_STATS, StatsRequest, StatsReply, "memory", "Counts of persisted rows."),
+) + tuple(
+    Endpoint(s.health(name), HealthRequest, HealthReply, name, f"Readiness of the {name} service.")
+    for name in s.SERVICES
+)
+
+EVENTS: tuple[tuple[str, type[Message]], ...] = (
+    (s.EVENT_ROUTING, RoutingDecision),
+    (s.EVENT_INTERACTION, InteractionCompleted),
+    (s.EVENT_VIOLATION, SecurityViolation),
+    (s.EVENT_TOOL_CALLED, ToolCalled),
+)
+
+ERROR_MODEL = ErrorReply

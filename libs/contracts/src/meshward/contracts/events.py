@@ -1,0 +1,76 @@
+"""Events on the JetStream stream (meshward.v1.events.>).
+
+Every event carries its own id: JetStream de-duplicates on it (Nats-Msg-Id) and
+consumers store it with a unique constraint, so redelivery never doubles a row.
+"""
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Literal
+
+from pydantic import Field
+
+from .base import MAX_ID_CHARS, Message
+from .security import DecidingLayer, ThreatCategory
+
+
+def new_event_id() -> str:
+    return uuid.uuid4().hex
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Event(Message):
+    event_id: str = Field(default_factory=new_event_id, max_length=MAX_ID_CHARS)
+    occurred_at: datetime = Field(default_factory=utc_now)
+    request_id: str | None = Field(default=None, max_length=MAX_ID_CHARS)
+    thread_id: str | None = Field(default=None, max_length=MAX_ID_CHARS)
+    trace_id: str | None = Field(default=None, max_length=64)
+
+
+class RoutingDecision(Event):
+    type: Literal["routing_decision"] = "routing_decision"
+    agent: str  # who decided (the supervisor) or which agent reported
+    decision: str  # the next node, or the agent's decision (ALLOW, BLOCK, in_scope, ...)
+    reasoning: str = ""
+    step: int = 0
+
+
+class AgentDecision(Message):
+    agent: str
+    decision: str
+    reasoning: str = ""
+
+
+class InteractionCompleted(Event):
+    type: Literal["interaction_completed"] = "interaction_completed"
+    question: str
+    answer: str
+    status: Literal["answered", "refused", "error"]
+    route: list[str]
+    tools_used: list[str] = Field(default_factory=list)
+    duration_ms: float
+    security_blocked: bool = False
+    intent_rejected: bool = False
+    threat_category: ThreatCategory | None = None
+    intent: str | None = None
+    decisions: list[AgentDecision] = Field(default_factory=list)
+
+
+class SecurityViolation(Event):
+    type: Literal["security_violation"] = "security_violation"
+    text: str
+    category: ThreatCategory
+    score: float
+    layer: DecidingLayer
+
+
+class ToolCalled(Event):
+    type: Literal["tool_called"] = "tool_called"
+    name: str
+    ok: bool
+    duration_ms: float
+    error_code: str | None = None

@@ -1,0 +1,64 @@
+"""meshward.v1.security.*"""
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import Field
+
+from .base import MAX_ANSWER_CHARS, MAX_ID_CHARS, MAX_LIST_ITEMS, MAX_TEXT_CHARS, Message
+
+
+class ThreatCategory(StrEnum):
+    PROMPT_EXTRACTION = "prompt_extraction"
+    CREDENTIAL_EXTRACTION = "credential_extraction"
+    ROLE_MANIPULATION = "role_manipulation"
+    SECURITY_BYPASS = "security_bypass"
+    CONFIG_INSPECTION = "config_inspection"
+
+
+class DecidingLayer(StrEnum):
+    RULES = "rules"
+    CLASSIFIER = "classifier"
+    KNOWN_THREATS = "known_threats"
+    NONE = "none"  # nothing fired: allowed by default
+
+
+class ModelInfo(Message):
+    name: str
+    version: str
+    provider: str | None = None  # e.g. CPUExecutionProvider
+
+
+class SecurityCheckRequest(Message):
+    text: str = Field(max_length=MAX_TEXT_CHARS)
+    thread_id: str | None = Field(default=None, max_length=MAX_ID_CHARS)
+    context: list[str] = Field(default_factory=list, max_length=MAX_LIST_ITEMS)
+
+
+class SecurityVerdict(Message):
+    allowed: bool
+    threat_category: ThreatCategory | None = None
+    score: float = Field(ge=0.0, le=1.0)
+    layer: DecidingLayer
+    reason: str = ""
+    model: ModelInfo | None = None
+
+
+class LeakKind(StrEnum):
+    SYSTEM_PROMPT = "system_prompt"
+    SECRET = "secret"
+    CONFIG = "config"
+
+
+class OutputCheckRequest(Message):
+    answer: str = Field(max_length=MAX_ANSWER_CHARS)
+    question: str = Field(max_length=MAX_TEXT_CHARS)
+
+
+class OutputVerdict(Message):
+    safe: bool
+    leak: LeakKind | None = None
+    relevant: bool = True
+    relevance: float = Field(default=1.0, ge=0.0, le=1.0)
+    reason: str = ""
+    redacted_answer: str | None = None  # set when the answer can be repaired by redaction

@@ -1,0 +1,36 @@
+"""Every NATS subject meshward uses: meshward.v1.<service>.<verb>."""
+from __future__ import annotations
+
+PREFIX = "meshward.v1"
+
+SECURITY_CHECK = f"{PREFIX}.security.check"
+SECURITY_CHECK_OUTPUT = f"{PREFIX}.security.check_output"
+INTENT_CLASSIFY = f"{PREFIX}.intent.classify"
+TOOLS_LIST = f"{PREFIX}.tools.list"
+TOOLS_CALL = f"{PREFIX}.tools.call"
+MEMORY_HISTORY = f"{PREFIX}.memory.history"
+MEMORY_STATS = f"{PREFIX}.memory.stats"
+
+SERVICES = ("security", "intent", "tools", "memory", "supervisor")
+
+
+def health(service: str) -> str:
+    return f"{PREFIX}.{service}.health"
+
+
+# JetStream
+EVENTS_STREAM = "MESHWARD_EVENTS"
+EVENTS_PREFIX = f"{PREFIX}.events"
+EVENTS_ALL = f"{EVENTS_PREFIX}.>"
+EVENT_ROUTING = f"{EVENTS_PREFIX}.routing"
+EVENT_INTERACTION = f"{EVENTS_PREFIX}.interaction"
+EVENT_VIOLATION = f"{EVENTS_PREFIX}.violation"
+EVENT_TOOL_CALLED = f"{EVENTS_PREFIX}.tool_called"
+
+# Message headers
+HDR_TRACEPARENT = "traceparent"
+HDR_TRACESTATE = "tracestate"
+HDR_REQUEST_ID = "Meshward-Request-Id"
+HDR_DEADLINE = "Meshward-Deadline"  # absolute, unix epoch milliseconds
+HDR_ERROR = "Meshward-Error"  # "1" when the body is an ErrorReply
+HDR_MSG_ID = "Nats-Msg-Id"  # JetStream de-duplication

@@ -1,0 +1,53 @@
+"""meshward.v1.tools.list / meshward.v1.tools.call (MCP-shaped)."""
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from .base import MAX_ID_CHARS, Message
+
+
+class ToolSpec(Message):
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    requires_approval: bool = False
+
+
+class ToolListRequest(Message):
+    pass
+
+
+class ToolCatalog(Message):
+    tools: list[ToolSpec]
+
+
+class ToolCallRequest(Message):
+    name: str = Field(max_length=MAX_ID_CHARS)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class TextContent(Message):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ImageContent(Message):
+    type: Literal["image"] = "image"
+    data: str  # base64
+    mime_type: str = "image/png"
+
+
+class DataContent(Message):
+    type: Literal["data"] = "data"
+    data: dict[str, Any]
+
+
+Content = Annotated[TextContent | ImageContent | DataContent, Field(discriminator="type")]
+
+
+class ToolResult(Message):
+    name: str
+    content: list[Content]
+    duration_ms: float = 0.0

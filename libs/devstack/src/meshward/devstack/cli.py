@@ -1,0 +1,71 @@
+"""The `meshward` command.
+
+    meshward up                      start everything locally (embedded NATS unless MESHWARD_NATS_URL is set)
+    meshward ask "question" [--thread ID] [--json]
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+import httpx
+
+
+def _default_url() -> str:
+    return os.environ.get("MESHWARD_URL") or f"http://127.0.0.1:{os.environ.get('MESHWARD_HTTP_PORT', '8080')}"
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from .launcher import run_up
+
+    port = int(os.environ.get("MESHWARD_HTTP_PORT", "8080"))
+    return asyncio.run(run_up(Path(args.data_dir).resolve(), port, os.environ.get("MESHWARD_NATS_URL") or None))
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    body = {"question": args.question}
+    if args.thread:
+        body["thread_id"] = args.thread
+    try:
+        r = httpx.post(f"{args.url}/v1/ask", json=body, timeout=args.timeout)
+    except httpx.HTTPError as e:
+        print(f"meshward is not reachable at {args.url} ({e}); start it with `make up`", file=sys.stderr)
+        return 2
+    data = r.json()
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0 if r.status_code == 200 else 1
+    if r.status_code != 200:
+        err = data.get("error", {})
+        print(f"error {r.status_code}: {err.get('message', data)}", file=sys.stderr)
+        return 1
+    print(data["answer"])
+    extra = f" [{data['refusal_reason']}{': ' + data['threat_category'] if data.get('threat_category') else ''}]" if data.get("refusal_reason") else ""
+    print(f"\n{data['status']}{extra} · route: {' -> '.join(data['route'])} · tools: {', '.join(data['tools_used']) or '-'}")
+    print(f"thread {data['thread_id']} · trace {data['trace_id']} · {data['duration_ms']:.1f} ms")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="meshward", description="meshward: a secure, scoped multi-agent assistant over NATS")
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="start the whole system in the foreground")
+    up.add_argument("--data-dir", default=os.environ.get("MESHWARD_DATA_DIR", "var"), help="where NATS, SQLite files and logs live (default: ./var)")
+    up.set_defaults(fn=cmd_up)
+    ask = sub.add_parser("ask", help="ask a running meshward a question")
+    ask.add_argument("question")
+    ask.add_argument("--thread", help="continue this thread id")
+    ask.add_argument("--url", default=_default_url())
+    ask.add_argument("--timeout", type=float, default=60.0)
+    ask.add_argument("--json", action="store_true", help="print the whole response")
+    ask.set_defaults(fn=cmd_ask)
+    args = parser.parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

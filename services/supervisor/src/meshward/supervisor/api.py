@@ -1,0 +1,98 @@
+"""The HTTP ingress: thin routes over the Asker and the health checks."""
+from __future__ import annotations
+
+import asyncio
+import logging
+from contextlib import AsyncExitStack, asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from meshward.bus import Service
+from meshward.contracts import HealthReply, HealthRequest, RemoteError, subjects
+
+from .asker import Asker
+from .graph import GraphBuilder
+from .http_tracing import HttpServerMiddleware
+from .models import AskRequest, AskResponse, ErrorResponse
+from .ports import NatsPorts
+from .settings import SupervisorSettings
+
+log = logging.getLogger(__name__)
+DEPENDENCIES = ("security", "intent", "tools", "memory")
+
+
+def _error(status: int, code: str, message: str, details: list | None = None) -> JSONResponse:
+    return JSONResponse(status_code=status, content={"error": {"code": code, "message": message, "details": details or []}})
+
+
+def create_app(settings: SupervisorSettings | None = None) -> FastAPI:
+    settings = settings or SupervisorSettings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        async with AsyncExitStack() as stack:
+            service = Service("supervisor")
+            await service.start()
+            stack.push_async_callback(service.stop)
+            await service.bus.ensure_event_stream()
+            settings.checkpoint_db.parent.mkdir(parents=True, exist_ok=True)
+            saver = await stack.enter_async_context(AsyncSqliteSaver.from_conn_string(str(settings.checkpoint_db)))
+            ports = NatsPorts(service.bus)
+            graph = GraphBuilder(ports, max_visits=settings.max_node_visits).build(checkpointer=saver)
+            app.state.service = service
+            app.state.asker = Asker(graph, ports, timeout_s=settings.ask_timeout_s, recursion_limit=settings.recursion_limit)
+            yield
+
+    app = FastAPI(title="meshward", version="0.1.0", lifespan=lifespan)
+    app.add_middleware(HttpServerMiddleware, max_body_bytes=settings.max_body_bytes)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError):
+        errors = exc.errors()
+        if any(e.get("type") == "json_invalid" for e in errors):
+            return _error(400, "malformed_json", "the body is not valid JSON")
+        details = [{"loc": [str(p) for p in e.get("loc", ())], "msg": e.get("msg"), "type": e.get("type")} for e in errors[:10]]
+        return _error(422, "bad_request", "; ".join(f"{'.'.join(d['loc'])}: {d['msg']}" for d in details), details)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException):
+        return _error(exc.status_code, "http_error", str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def _crash(request: Request, exc: Exception):
+        log.exception("unhandled error on %s", request.url.path)
+        return _error(500, "internal", "internal error; the trace id in the logs tells what failed")
+
+    @app.get("/healthz")
+    async def healthz():
+        bus = app.state.service.bus
+
+        async def probe(name: str):
+            try:
+                return name, await bus.request(subjects.health(name), HealthRequest(), HealthReply, timeout=settings.health_timeout_s, retries=0)
+            except RemoteError as e:
+                return name, e
+
+        results = dict(await asyncio.gather(*(probe(n) for n in DEPENDENCIES)))
+        services = {}
+        missing = []
+        for name, r in results.items():
+            if isinstance(r, HealthReply) and r.ready:
+                services[name] = {"ready": True, "instance": r.instance, "details": r.details}
+            else:
+                missing.append(name)
+                services[name] = {"ready": False, "error": r.error.message if isinstance(r, RemoteError) else "not ready"}
+        body = {"status": "ok" if not missing else "unavailable", "missing": missing, "services": services}
+        return JSONResponse(status_code=200 if not missing else 503, content=body)
+
+    @app.post("/v1/ask", response_model=AskResponse, responses={400: {"model": ErrorResponse}, 413: {"model": ErrorResponse}, 422: {"model": ErrorResponse}})
+    async def ask(body: AskRequest) -> AskResponse:
+        if len(body.question) > settings.max_question_chars:
+            return _error(422, "too_large", f"question is {len(body.question)} characters; the limit is {settings.max_question_chars}")
+        return await app.state.asker.ask(body.question, body.thread_id)
+
+    return app

@@ -1,0 +1,54 @@
+"""HTTP request and response bodies of the ingress."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
+
+from meshward.contracts import ThreatCategory
+
+THREAD_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
+
+
+class AskRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    question: StrictStr = Field(min_length=1, description="the user's question")
+    thread_id: StrictStr | None = Field(default=None, pattern=THREAD_ID_PATTERN, description="continue this conversation; a new one when absent")
+
+    @field_validator("question")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("question is blank")
+        return v
+
+
+class Step(BaseModel):
+    node: str
+    ms: float
+
+
+class AskResponse(BaseModel):
+    status: Literal["answered", "refused", "error"]
+    answer: str
+    refusal_reason: Literal["security", "out_of_scope"] | None = None
+    threat_category: ThreatCategory | None = None
+    intent: str | None = None
+    route: list[str]
+    tools_used: list[str]
+    trace_id: str
+    thread_id: str
+    duration_ms: float
+    request_id: str
+    steps: list[Step] = Field(default_factory=list, description="each node visited, with its duration")
+
+
+class ErrorBody(BaseModel):
+    code: str
+    message: str
+    details: list[dict] = Field(default_factory=list)
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorBody

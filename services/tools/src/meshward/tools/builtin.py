@@ -1,0 +1,39 @@
+"""The built-in tools, registered into a ToolRegistry."""
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from meshward.contracts import DataContent, ErrorCode, TextContent
+
+from .calculator import CalculatorError, evaluate, format_result
+from .registry import Tool, ToolError, ToolRegistry
+
+
+class CalculatorArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    expression: str = Field(min_length=1, max_length=500, description="arithmetic expression, e.g. '15 * 23 + 7' or 'sqrt(144) + 3'")
+
+
+def calculator(args: CalculatorArgs):
+    try:
+        value = evaluate(args.expression)
+    except CalculatorError as e:
+        raise ToolError(ErrorCode(e.code), str(e)) from None
+    return [
+        TextContent(text=format_result(value)),
+        DataContent(data={"expression": args.expression, "value": value if abs(value) < 2**53 else format_result(value)}),
+    ]
+
+
+def build_registry() -> ToolRegistry:
+    registry = ToolRegistry()
+    registry.register(
+        Tool(
+            name="calculator",
+            description="Evaluate an arithmetic expression exactly: + - * / // % **, parentheses, pi, e, and math functions (sqrt, log, sin, factorial, ...).",
+            args_model=CalculatorArgs,
+            fn=calculator,
+            timeout_s=2.0,
+        )
+    )
+    return registry

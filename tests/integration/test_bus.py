@@ -1,0 +1,242 @@
+"""The runtime lib against a real nats-server: typed request/reply, errors, deadlines,
+concurrency, queue groups, trace propagation, JetStream events, graceful stop."""
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from opentelemetry.trace import SpanKind
+from pydantic import Field
+
+from meshward.bus import Bus, BusSettings, Service, ServiceError
+from meshward.bus import context as bus_context
+from meshward.bus.events import EventConsumer
+from meshward.contracts import ErrorCode, Message, RemoteError, RoutingDecision, subjects
+
+pytestmark = pytest.mark.integration
+
+
+class Echo(Message):
+    text: str = Field(max_length=100)
+    sleep_s: float = 0.0
+
+
+class EchoReply(Message):
+    text: str
+    instance: str
+    deadline_left: float | None = None
+
+
+def make_service(nats_url: str, subject: str, name: str = "echo", instance: str | None = None, max_concurrency: int = 64) -> Service:
+    svc = Service(name, BusSettings(nats_url=nats_url, instance=instance, max_concurrency=max_concurrency, drain_timeout_s=5))
+    svc.active = 0
+    svc.peak = 0
+
+    @svc.handler(subject, Echo)
+    async def echo(req: Echo) -> EchoReply:
+        svc.active += 1
+        svc.peak = max(svc.peak, svc.active)
+        try:
+            if req.text == "boom":
+                raise RuntimeError("secret internal detail")
+            if req.text == "refuse":
+                raise ServiceError(ErrorCode.REFUSED, "not allowed")
+            await asyncio.sleep(req.sleep_s)
+            deadline = bus_context.current_deadline()
+            left = None if deadline is None else deadline - bus_context.now()
+            return EchoReply(text=req.text, instance=svc.instance, deadline_left=left)
+        finally:
+            svc.active -= 1
+
+    return svc
+
+
+async def raw_request(bus: Bus, subject: str, payload: bytes):
+    from nats.errors import NoRespondersError
+
+    for _ in range(3):  # a just-started subscription can, rarely, not be visible yet: Bus.request retries this too
+        try:
+            return await bus.nc.request(subject, payload, timeout=2)
+        except NoRespondersError:
+            await asyncio.sleep(0.05)
+    raise AssertionError("no responder")
+
+
+@pytest.fixture
+def subject():
+    return f"meshward.v1.test.{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+async def bus(nats_url):
+    b = await Bus.connect(BusSettings(nats_url=nats_url))
+    yield b
+    await b.close()
+
+
+async def test_typed_request_reply(nats_url, bus, subject):
+    svc = make_service(nats_url, subject)
+    await svc.start()
+    try:
+        reply = await bus.request(subject, Echo(text="hi"), EchoReply)
+        assert reply == EchoReply(text="hi", instance=svc.instance, deadline_left=reply.deadline_left)
+        assert 0 < reply.deadline_left <= 10.0  # the caller's deadline reached the handler
+    finally:
+        await svc.stop()
+
+
+async def test_errors_are_typed_never_tracebacks(nats_url, bus, subject):
+    svc = make_service(nats_url, subject)
+    await svc.start()
+    try:
+        # malformed JSON and invalid fields both come back as bad_request replies
+        raw = await raw_request(bus, subject, b"{not json")
+        assert raw.headers["Meshward-Error"] == "1"
+        with pytest.raises(RemoteError) as bad:
+            await bus.request(subject, Echo.model_construct(text="x" * 500), EchoReply)
+        assert bad.value.code == ErrorCode.BAD_REQUEST and "text" in bad.value.error.message
+        with pytest.raises(RemoteError) as crash:
+            await bus.request(subject, Echo(text="boom"), EchoReply)
+        assert crash.value.code == ErrorCode.INTERNAL
+        assert "secret internal detail" not in crash.value.error.message and "Traceback" not in crash.value.error.message
+        with pytest.raises(RemoteError) as refused:
+            await bus.request(subject, Echo(text="refuse"), EchoReply)
+        assert refused.value.code == ErrorCode.REFUSED and not refused.value.error.retryable
+        # the service keeps serving after all of that
+        assert (await bus.request(subject, Echo(text="still here"), EchoReply)).text == "still here"
+    finally:
+        await svc.stop()
+
+
+async def test_no_responder_is_a_typed_unavailable(bus, subject):
+    with pytest.raises(RemoteError) as e:
+        await bus.request(subject, Echo(text="anyone?"), EchoReply, timeout=1)
+    assert e.value.code == ErrorCode.UNAVAILABLE and e.value.error.retryable
+
+
+async def test_deadline_is_honoured_by_the_handler(nats_url, bus, subject):
+    svc = make_service(nats_url, subject)
+    await svc.start()
+    try:
+        with pytest.raises(RemoteError) as e:
+            await bus.request(subject, Echo(text="slow", sleep_s=5), EchoReply, timeout=0.3)
+        assert e.value.code == ErrorCode.DEADLINE_EXCEEDED
+        # an inherited deadline caps the timeout of nested calls
+        token = bus_context.set_deadline(bus_context.now() + 0.5)
+        try:
+            reply = await bus.request(subject, Echo(text="nested"), EchoReply, timeout=30)
+            assert reply.deadline_left is not None and reply.deadline_left <= 0.5
+        finally:
+            bus_context.reset_deadline(token)
+        token = bus_context.set_deadline(bus_context.now() - 1)
+        try:
+            with pytest.raises(RemoteError) as gone:
+                await bus.request(subject, Echo(text="too late"), EchoReply)
+            assert gone.value.code == ErrorCode.DEADLINE_EXCEEDED
+        finally:
+            bus_context.reset_deadline(token)
+    finally:
+        await svc.stop()
+
+
+async def test_one_subscription_handles_requests_concurrently_within_its_bound(nats_url, bus, subject):
+    svc = make_service(nats_url, subject, max_concurrency=4)
+    await svc.start()
+    try:
+        replies = await asyncio.gather(*(bus.request(subject, Echo(text=str(i), sleep_s=0.1), EchoReply) for i in range(12)))
+        assert sorted(int(r.text) for r in replies) == list(range(12))
+        assert svc.peak == 4  # concurrent, and never past the bound
+    finally:
+        await svc.stop()
+
+
+async def test_queue_group_spreads_requests_over_replicas(nats_url, bus, subject):
+    a = make_service(nats_url, subject, instance="a")
+    b = make_service(nats_url, subject, instance="b")
+    await a.start()
+    await b.start()
+    try:
+        replies = await asyncio.gather(*(bus.request(subject, Echo(text="x", sleep_s=0.01), EchoReply) for _ in range(60)))
+        seen = {r.instance for r in replies}
+        assert seen == {"a", "b"}
+        # one replica gone: requests still answered by the other
+        await a.stop()
+        replies = await asyncio.gather(*(bus.request(subject, Echo(text="y"), EchoReply) for _ in range(10)))
+        assert {r.instance for r in replies} == {"b"}
+    finally:
+        await b.stop()
+
+
+async def test_trace_context_crosses_the_hop(nats_url, bus, subject, spans):
+    from meshward.bus import tracer
+
+    svc = make_service(nats_url, subject)
+    await svc.start()
+    try:
+        with tracer("test").start_as_current_span("caller") as root:
+            await bus.request(subject, Echo(text="t"), EchoReply)
+        trace_id = root.get_span_context().trace_id
+    finally:
+        await svc.stop()
+    mine = [s for s in spans.get_finished_spans() if s.context.trace_id == trace_id]
+    client = next(s for s in mine if s.kind == SpanKind.CLIENT and s.name == f"send {subject}")
+    server = next(s for s in mine if s.kind == SpanKind.SERVER and s.name == f"process {subject}")
+    assert client.parent.span_id == root.get_span_context().span_id
+    assert server.parent.span_id == client.context.span_id
+
+
+async def test_health_subject_reports_readiness(nats_url, bus):
+    from meshward.contracts import HealthReply, HealthRequest
+
+    svc = Service("probe-" + uuid.uuid4().hex[:6], BusSettings(nats_url=nats_url))
+    svc.details["k"] = "v"
+    await svc.start()
+    try:
+        reply = await bus.request(subjects.health(svc.name), HealthRequest(), HealthReply)
+        assert reply.ready and reply.service == svc.name and reply.details == {"k": "v"}
+    finally:
+        await svc.stop()
+
+
+async def test_graceful_stop_finishes_in_flight_requests(nats_url, bus, subject):
+    svc = make_service(nats_url, subject)
+    await svc.start()
+    pending = [asyncio.create_task(bus.request(subject, Echo(text=str(i), sleep_s=0.3), EchoReply)) for i in range(5)]
+    await asyncio.sleep(0.1)
+    await svc.stop()
+    replies = await asyncio.gather(*pending)
+    assert sorted(r.text for r in replies) == [str(i) for i in range(5)]
+
+
+async def test_events_are_published_with_ack_deduplicated_and_consumed_durably(bus):
+    await bus.ensure_event_stream()
+    durable = "test-" + uuid.uuid4().hex[:8]
+    thread = uuid.uuid4().hex
+    got: list[str] = []
+
+    async def handler(subject: str, data: bytes) -> None:
+        event = RoutingDecision.model_validate_json(data)
+        if event.thread_id == thread:
+            if event.decision == "flaky" and event.event_id not in got:
+                got.append(event.event_id)
+                raise RuntimeError("first delivery fails")  # redelivered later
+            got.append(event.event_id)
+
+    events = [RoutingDecision(agent="supervisor", decision=d, thread_id=thread) for d in ("intent", "flaky", "plan")]
+    for e in events:
+        await bus.publish_event(subjects.EVENT_ROUTING, e)
+    await bus.publish_event(subjects.EVENT_ROUTING, events[0])  # a duplicate publish is dropped by JetStream
+    consumer = EventConsumer(bus, durable, handler, filter_subject=subjects.EVENT_ROUTING)
+    await consumer.start()
+    try:
+        for _ in range(100):
+            if len(got) >= 4:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        await consumer.stop()
+        await bus.jetstream.delete_consumer(subjects.EVENTS_STREAM, durable)
+    ids = [e.event_id for e in events]
+    assert got.count(ids[0]) == 1 and got.count(ids[2]) == 1
+    assert got.count(ids[1]) == 2  # failed once, redelivered, then handled
