@@ -10,12 +10,11 @@ import shutil
 import tempfile
 
 import pytest
+from meshward.devstack.nats_server import EmbeddedNats
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-from meshward.devstack.nats_server import EmbeddedNats
 
 SPANS = InMemorySpanExporter()
 _provider = TracerProvider()

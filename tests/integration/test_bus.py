@@ -6,13 +6,12 @@ import asyncio
 import uuid
 
 import pytest
-from opentelemetry.trace import SpanKind
-from pydantic import Field
-
 from meshward.bus import Bus, BusSettings, Service, ServiceError
 from meshward.bus import context as bus_context
 from meshward.bus.events import EventConsumer
 from meshward.contracts import ErrorCode, Message, RemoteError, RoutingDecision, subjects
+from opentelemetry.trace import SpanKind
+from pydantic import Field
 
 pytestmark = pytest.mark.integration
 

@@ -2,20 +2,19 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from typing import TypeVar
 
-import nats
+from meshward.contracts import ErrorCode, ErrorReply, Event, Message, RemoteError
+from meshward.contracts.subjects import EVENTS_ALL, EVENTS_STREAM, HDR_ERROR, HDR_MSG_ID
 from nats.aio.client import Client as NATS
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import RetentionPolicy, StorageType, StreamConfig
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
 from pydantic import ValidationError
-
-from meshward.contracts import ErrorCode, ErrorReply, Event, Message, RemoteError
-from meshward.contracts.subjects import EVENTS_ALL, EVENTS_STREAM, HDR_ERROR, HDR_MSG_ID
 
 from . import context
 from .settings import BusSettings
@@ -27,14 +26,25 @@ R = TypeVar("R", bound=Message)
 _tracer = tracer("meshward.bus")
 
 
+@functools.lru_cache(maxsize=1024)
+def _attributes(subject: str) -> dict[str, str]:
+    return {"messaging.system": "nats", "messaging.destination.name": subject}
+
+
 async def connect(settings: BusSettings, name: str) -> NATS:
     """Connect with unlimited reconnects; lame-duck mode and disconnects are logged, not fatal."""
+    nc = NATS()
+
+    def shutting_down() -> bool:
+        return nc.is_closed or nc.is_draining
 
     async def error_cb(e: Exception) -> None:
-        log.warning("nats error: %s", e)
+        if not shutting_down():
+            log.warning("nats error: %s", e)
 
     async def disconnected_cb() -> None:
-        log.warning("nats disconnected; reconnecting")
+        if not shutting_down():
+            log.warning("nats disconnected; reconnecting")
 
     async def reconnected_cb() -> None:
         log.info("nats reconnected")
@@ -42,7 +52,7 @@ async def connect(settings: BusSettings, name: str) -> NATS:
     async def lame_duck_cb() -> None:
         log.warning("nats server entering lame-duck mode; the client will move to another server")
 
-    return await nats.connect(
+    await nc.connect(
         servers=settings.servers(),
         name=name,
         max_reconnect_attempts=-1,
@@ -53,6 +63,7 @@ async def connect(settings: BusSettings, name: str) -> NATS:
         reconnected_cb=reconnected_cb,
         lame_duck_mode_cb=lame_duck_cb,
     )
+    return nc
 
 
 def decode_reply(data: bytes, headers: dict[str, str] | None, reply_type: type[R]) -> R:
@@ -94,15 +105,12 @@ class Bus:
         payload = body.model_dump_json().encode()
         budget = context.remaining(timeout or self.settings.request_timeout_s)
         deadline = time.time() + budget
-        with _tracer.start_as_current_span(
-            f"send {subject}",
-            kind=SpanKind.CLIENT,
-            attributes={"messaging.system": "nats", "messaging.destination.name": subject},
-        ) as span:
+        span = _tracer.start_span(f"send {subject}", kind=SpanKind.CLIENT, attributes=_attributes(subject))
+        try:
             if budget <= 0:
                 raise RemoteError(ErrorReply.of(ErrorCode.DEADLINE_EXCEEDED, f"no time left to call {subject}"))
             headers: dict[str, str] = {}
-            inject_headers(headers)
+            inject_headers(headers, set_span_in_context(span))
             context.to_headers(headers, deadline, context.current_request_id())
             attempt = 0
             while True:
@@ -112,18 +120,16 @@ class Bus:
                 except NoRespondersError:
                     attempt += 1
                     if attempt > retries or time.time() >= deadline:
-                        err = ErrorReply.of(ErrorCode.UNAVAILABLE, f"no service answers {subject}; is it running?")
-                        span.set_status(Status(StatusCode.ERROR, err.message))
-                        raise RemoteError(err) from None
+                        raise RemoteError(ErrorReply.of(ErrorCode.UNAVAILABLE, f"no service answers {subject}; is it running?")) from None
                     await asyncio.sleep(min(0.05 * attempt, max(deadline - time.time(), 0)))
                 except NatsTimeout:
-                    err = ErrorReply.of(ErrorCode.DEADLINE_EXCEEDED, f"{subject} did not answer within {budget:.2f}s")
-                    span.set_status(Status(StatusCode.ERROR, err.message))
-                    raise RemoteError(err) from None
-                except RemoteError as e:
-                    span.set_status(Status(StatusCode.ERROR, e.error.message))
-                    span.set_attribute("meshward.error.code", str(e.error.code))
-                    raise
+                    raise RemoteError(ErrorReply.of(ErrorCode.DEADLINE_EXCEEDED, f"{subject} did not answer within {budget:.2f}s")) from None
+        except RemoteError as e:
+            span.set_status(Status(StatusCode.ERROR, e.error.message))
+            span.set_attribute("meshward.error.code", str(e.error.code))
+            raise
+        finally:
+            span.end()
 
     async def ensure_event_stream(self, max_age_s: float = 7 * 24 * 3600) -> None:
         """Create (or update) the events stream: file storage, limits retention, 2-minute de-dup window."""

@@ -10,12 +10,11 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
+from meshward.contracts.subjects import EVENTS_ALL, EVENTS_STREAM
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from opentelemetry import context as otel_context
 from opentelemetry.trace import SpanKind
-
-from meshward.contracts.subjects import EVENTS_ALL, EVENTS_STREAM
 
 from .client import Bus
 from .tracing import extract_context, tracer

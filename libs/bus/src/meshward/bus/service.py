@@ -23,17 +23,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from meshward.contracts import ErrorCode, ErrorReply, HealthReply, HealthRequest, Message, RemoteError
+from meshward.contracts.subjects import HDR_ERROR, health
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from opentelemetry import context as otel_context
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
 from pydantic import ValidationError
 
-from meshward.contracts import ErrorCode, ErrorReply, HealthReply, HealthRequest, Message, RemoteError
-from meshward.contracts.subjects import HDR_ERROR, health
-
 from . import context
-from .client import Bus, connect
+from .client import Bus
 from .settings import BusSettings
 from .tracing import current_trace_id, extract_context, setup_tracing, shutdown_tracing, tracer
 
@@ -59,6 +58,7 @@ class _Route:
     subject: str
     request_type: type[Message]
     handler: Handler
+    attributes: dict[str, str]
 
 
 def _validation_summary(e: ValidationError) -> str:
@@ -91,7 +91,8 @@ class Service:
     # registration -------------------------------------------------------
     def handler(self, subject: str, request_type: type[Message]):
         def register(fn: Handler) -> Handler:
-            self._routes.append(_Route(subject, request_type, fn))
+            attributes = {"messaging.system": "nats", "messaging.destination.name": subject, "meshward.service": self.name}
+            self._routes.append(_Route(subject, request_type, fn, attributes))
             return fn
 
         return register
@@ -119,27 +120,23 @@ class Service:
     async def _dispatch(self, nc: NATS, route: _Route, msg: Msg) -> None:
         headers = msg.headers
         deadline, request_id = context.from_headers(headers)
-        parent = extract_context(headers)
-        token = otel_context.attach(parent)
+        span = _tracer.start_span(f"process {route.subject}", context=extract_context(headers), kind=SpanKind.SERVER, attributes=route.attributes)
+        token = otel_context.attach(set_span_in_context(span))
         d_token = context.set_deadline(deadline)
         r_token = context.set_request_id(request_id)
         try:
-            with _tracer.start_as_current_span(
-                f"process {route.subject}",
-                kind=SpanKind.SERVER,
-                attributes={"messaging.system": "nats", "messaging.destination.name": route.subject, "meshward.service": self.name},
-            ) as span:
-                error = await self._run(route, msg, deadline)
-                if isinstance(error, ErrorReply):
-                    span.set_status(Status(StatusCode.ERROR, error.message))
-                    span.set_attribute("meshward.error.code", str(error.code))
-                    await self._reply(nc, msg, error, error=True)
-                else:
-                    await self._reply(nc, msg, error)
+            result = await self._run(route, msg, deadline)
+            if isinstance(result, ErrorReply):
+                span.set_status(Status(StatusCode.ERROR, result.message))
+                span.set_attribute("meshward.error.code", str(result.code))
+                await self._reply(nc, msg, result, error=True)
+            else:
+                await self._reply(nc, msg, result)
         finally:
             context.reset_request_id(r_token)
             context.reset_deadline(d_token)
             otel_context.detach(token)
+            span.end()
 
     async def _run(self, route: _Route, msg: Msg, deadline: float | None) -> Message:
         def fail(code: ErrorCode, message: str) -> ErrorReply:
@@ -240,4 +237,8 @@ def run_service(service: Service) -> None:
 
     setup_logging(service.name)
     setup_tracing(f"meshward-{service.name}")
-    asyncio.run(service.serve_forever())
+    try:
+        asyncio.run(service.serve_forever())
+    except Exception as e:  # noqa: BLE001 - a start-up failure: say what failed, exit non-zero
+        log.error("%s could not start: %s: %s (check its settings and that NATS is reachable at %s)", service.name, type(e).__name__, e, service.settings.nats_url)
+        raise SystemExit(1) from None

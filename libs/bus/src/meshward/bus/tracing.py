@@ -13,10 +13,10 @@ import logging
 import os
 
 from opentelemetry import trace
-from opentelemetry.propagate import extract, inject
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 log = logging.getLogger(__name__)
 _configured: TracerProvider | None = None
@@ -66,12 +66,17 @@ def tracer(name: str = "meshward"):
     return trace.get_tracer(name)
 
 
-def inject_headers(headers: dict[str, str]) -> None:
-    inject(headers)
+# W3C trace context (traceparent/tracestate) is the wire format between services; using the
+# propagator directly keeps the per-hop cost down (no composite, no baggage parsing).
+_W3C = TraceContextTextMapPropagator()
+
+
+def inject_headers(headers: dict[str, str], context=None) -> None:
+    _W3C.inject(headers, context=context)
 
 
 def extract_context(headers: dict[str, str] | None):
-    return extract(headers or {})
+    return _W3C.extract(headers or {})
 
 
 def current_trace_id() -> str | None:

@@ -30,7 +30,7 @@ class ErrorReply(Message):
     trace_id: str | None = None
 
     @classmethod
-    def of(cls, code: ErrorCode, message: str, **kw) -> "ErrorReply":
+    def of(cls, code: ErrorCode, message: str, **kw) -> ErrorReply:
         return cls(code=code, message=message[:2_000], retryable=code in RETRYABLE_CODES, **kw)
 
 

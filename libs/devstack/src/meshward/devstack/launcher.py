@@ -31,20 +31,22 @@ def _die_with_parent() -> None:
 
 
 class Console:
-    def __init__(self) -> None:
-        self.color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    def __init__(self, stream=None) -> None:
+        self.stream = stream or sys.stdout
+        self.color = self.stream.isatty() and not os.environ.get("NO_COLOR")
         self.width = max(len(n) for n in COLORS)
 
     def line(self, name: str, text: str) -> None:
         prefix = f"{name:<{self.width}} |"
         if self.color:
             prefix = f"\033[{COLORS.get(name, '0')}m{prefix}\033[0m"
-        sys.stdout.write(f"{prefix} {text}\n")
-        sys.stdout.flush()
+        self.stream.write(f"{prefix} {text}\n")
+        self.stream.flush()
 
 
 class Stack:
-    def __init__(self, data_dir: Path, http_port: int, nats_url: str | None, console: Console):
+    def __init__(self, data_dir: Path, http_port: int, nats_url: str | None, console: Console, extra_env: dict[str, str] | None = None):
+        self.extra_env = extra_env or {}
         self.data_dir = data_dir
         self.http_port = http_port
         self.nats_url = nats_url
@@ -64,6 +66,7 @@ class Stack:
         )
         env.setdefault("MESHWARD_DATABASE_URL", f"sqlite+aiosqlite:///{self.data_dir / 'memory.db'}")
         env.setdefault("MESHWARD_CHECKPOINT_DB", str(self.data_dir / "checkpoints.db"))
+        env.update(self.extra_env)
         return env
 
     async def _pump(self, name: str, stream: asyncio.StreamReader) -> None:

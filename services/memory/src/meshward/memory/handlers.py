@@ -49,7 +49,7 @@ def create_service(settings: MemorySettings | None = None) -> Service:
         consumer = EventConsumer(svc.bus, settings.consumer_name, sink)
         await consumer.start()
         state.update(store=store, sink=sink, consumer=consumer)
-        svc.details["database"] = store.dialect
+        svc.details["database"] = settings.database_url.split(":", 1)[0]
 
     @service.on_shutdown
     async def _close(svc: Service) -> None:

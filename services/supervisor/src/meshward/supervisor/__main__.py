@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import uvicorn
-
 from meshward.bus.logs import setup_logging
 from meshward.bus.tracing import setup_tracing
 

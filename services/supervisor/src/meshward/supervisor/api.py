@@ -9,16 +9,15 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-from starlette.exceptions import HTTPException as StarletteHTTPException
-
 from meshward.bus import Service
 from meshward.contracts import HealthReply, HealthRequest, RemoteError, subjects
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .asker import Asker
 from .graph import GraphBuilder
 from .http_tracing import HttpServerMiddleware
 from .models import AskRequest, AskResponse, ErrorResponse
-from .ports import NatsPorts
+from .ports import AgentPorts, NatsPorts
 from .settings import SupervisorSettings
 
 log = logging.getLogger(__name__)
@@ -29,21 +28,27 @@ def _error(status: int, code: str, message: str, details: list | None = None) ->
     return JSONResponse(status_code=status, content={"error": {"code": code, "message": message, "details": details or []}})
 
 
-def create_app(settings: SupervisorSettings | None = None) -> FastAPI:
+def create_app(settings: SupervisorSettings | None = None, local_ports: AgentPorts | None = None) -> FastAPI:
+    """The ingress. With `local_ports` the graph calls them in-process instead of over NATS
+    (the monolith baseline of bench/e2e.py); /healthz then reports that mode."""
     settings = settings or SupervisorSettings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         async with AsyncExitStack() as stack:
-            service = Service("supervisor")
-            await service.start()
-            stack.push_async_callback(service.stop)
-            await service.bus.ensure_event_stream()
+            app.state.service = None
+            if local_ports is None:
+                service = Service("supervisor")
+                await service.start()
+                stack.push_async_callback(service.stop)
+                await service.bus.ensure_event_stream()
+                app.state.service = service
+                ports: AgentPorts = NatsPorts(service.bus)
+            else:
+                ports = local_ports
             settings.checkpoint_db.parent.mkdir(parents=True, exist_ok=True)
             saver = await stack.enter_async_context(AsyncSqliteSaver.from_conn_string(str(settings.checkpoint_db)))
-            ports = NatsPorts(service.bus)
             graph = GraphBuilder(ports, max_visits=settings.max_node_visits).build(checkpointer=saver)
-            app.state.service = service
             app.state.asker = Asker(graph, ports, timeout_s=settings.ask_timeout_s, recursion_limit=settings.recursion_limit)
             yield
 
@@ -69,6 +74,8 @@ def create_app(settings: SupervisorSettings | None = None) -> FastAPI:
 
     @app.get("/healthz")
     async def healthz():
+        if app.state.service is None:
+            return {"status": "ok", "mode": "in-process", "missing": [], "services": {}}
         bus = app.state.service.bus
 
         async def probe(name: str):

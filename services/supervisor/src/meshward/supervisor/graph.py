@@ -13,11 +13,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langgraph.graph import END, START, StateGraph
-from opentelemetry.trace import Status, StatusCode
-
 from meshward.bus import tracer
 from meshward.bus.tracing import current_trace_id
 from meshward.contracts import OUT_OF_SCOPE, RemoteError, RoutingDecision, subjects
+from opentelemetry.trace import Status, StatusCode
 
 from .planner import Plan, compose_answer, plan
 from .ports import AgentPorts

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 
+from meshward.bus import tracer
 from opentelemetry import context as otel_context
 from opentelemetry.propagate import extract
 from opentelemetry.trace import SpanKind, Status, StatusCode
-
-from meshward.bus import tracer
 
 _tracer = tracer("meshward.supervisor.http")
 

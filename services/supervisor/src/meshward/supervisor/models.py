@@ -3,9 +3,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
-
 from meshward.contracts import ThreatCategory
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 
 THREAD_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
 

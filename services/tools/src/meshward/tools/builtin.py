@@ -1,9 +1,8 @@
 """The built-in tools, registered into a ToolRegistry."""
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from meshward.contracts import DataContent, ErrorCode, TextContent
+from pydantic import BaseModel, ConfigDict, Field
 
 from .calculator import CalculatorError, evaluate, format_result
 from .registry import Tool, ToolError, ToolRegistry

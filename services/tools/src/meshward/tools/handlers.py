@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from meshward.bus import Service, ServiceError
 from meshward.bus.context import current_request_id
-from meshward.contracts import ToolCallRequest, ToolCalled, ToolCatalog, ToolListRequest, ToolResult, subjects
+from meshward.contracts import ToolCalled, ToolCallRequest, ToolCatalog, ToolListRequest, ToolResult, subjects
 
 from .builtin import build_registry
 from .registry import ToolError, ToolRegistry

@@ -11,9 +11,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
-
 from meshward.contracts import Content, ErrorCode, TextContent, ToolResult, ToolSpec
+from pydantic import BaseModel, ValidationError
 
 
 class ToolError(Exception):

@@ -1,0 +1,55 @@
+"""Shared helpers for the benchmarks: percentiles, machine description, a drop-everything span exporter."""
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+
+def pct(samples: list[float], p: float) -> float:
+    s = sorted(samples)
+    if not s:
+        return float("nan")
+    k = min(len(s) - 1, max(0, round(p / 100 * (len(s) - 1))))
+    return s[k]
+
+
+def summary_ms(samples_s: list[float]) -> dict[str, float]:
+    ms = [x * 1000 for x in samples_s]
+    return {"p50": pct(ms, 50), "p99": pct(ms, 99), "mean": statistics.fmean(ms) if ms else float("nan")}
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} cores, {cpu}, Python {platform.python_version()}, {platform.system()} {platform.release()}"
+
+
+class DropExporter(SpanExporter):
+    """Spans are recorded and batched as in production, then dropped (no collector in a benchmark)."""
+
+    def export(self, spans) -> SpanExportResult:
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+
+def tracing_on(service_name: str) -> None:
+    from opentelemetry import trace
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
+    provider.add_span_processor(BatchSpanProcessor(DropExporter()))
+    trace.set_tracer_provider(provider)

@@ -1,0 +1,142 @@
+"""Hop benchmark: one NATS request/reply with raw nats-py vs meshward's runtime (tracing on).
+
+Both servers run in a child process on the same embedded nats-server and answer
+the same payload; the client side runs here. Prints p50/p99 latency (sequential
+requests) and throughput (64 requests in flight), and the runtime/raw ratios.
+
+    .venv/bin/python bench/hop.py [--seconds 5]
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import nats  # noqa: E402
+from _common import machine, summary_ms, tracing_on  # noqa: E402
+from meshward.contracts import SecurityCheckRequest, SecurityVerdict  # noqa: E402
+from meshward.devstack.nats_server import EmbeddedNats  # noqa: E402
+
+RAW_SUBJECT = "bench.raw"
+BUS_SUBJECT = "bench.bus"
+REQUEST = SecurityCheckRequest(text="What is the weather forecast for the data center tomorrow afternoon?", thread_id="bench-thread")
+REPLY = SecurityVerdict(allowed=True, score=0.02, layer="none", reason="no rule matched")
+
+
+async def serve(kind: str, url: str) -> None:
+    if kind == "raw":
+        nc = await nats.connect(url)
+        payload = REPLY.model_dump_json().encode()
+
+        async def cb(msg):
+            SecurityCheckRequest.model_validate_json(msg.data)  # same work as the runtime: parse the request
+            await msg.respond(payload)
+
+        await nc.subscribe(RAW_SUBJECT, queue="bench", cb=cb)
+        await nc.flush()
+    else:
+        tracing_on("bench-bus-server")
+        from meshward.bus import BusSettings, Service
+
+        svc = Service("bench", BusSettings(nats_url=url))
+
+        @svc.handler(BUS_SUBJECT, SecurityCheckRequest)
+        async def handle(_: SecurityCheckRequest) -> SecurityVerdict:
+            return REPLY
+
+        await svc.start()
+    print("ready", flush=True)
+    await asyncio.Event().wait()
+
+
+async def measure(call, seconds: float, inflight: int = 64) -> dict:
+    for _ in range(300):
+        await call()
+    lat = []
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        t = time.perf_counter()
+        await call()
+        lat.append(time.perf_counter() - t)
+    done = 0
+    end = time.perf_counter() + seconds
+
+    async def worker():
+        nonlocal done
+        while time.perf_counter() < end:
+            await call()
+            done += 1
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(inflight)))
+    return {**summary_ms(lat), "rps": done / (time.perf_counter() - start), "n": len(lat)}
+
+
+def start_server(kind: str, url: str) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, __file__, "--serve", kind, "--url", url], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+async def run(url: str, seconds: float) -> None:
+    tracing_on("bench-bus-client")
+    from meshward.bus import Bus, BusSettings
+
+    raw_server, bus_server = start_server("raw", url), start_server("bus", url)
+    try:
+        nc = await nats.connect(url)
+        payload = REQUEST.model_dump_json().encode()
+
+        async def raw_call():
+            msg = await nc.request(RAW_SUBJECT, payload, timeout=5)
+            SecurityVerdict.model_validate_json(msg.data)
+
+        bus = await Bus.connect(BusSettings(nats_url=url))
+
+        async def bus_call():
+            await bus.request(BUS_SUBJECT, REQUEST, SecurityVerdict, timeout=5)
+
+        results = {}
+        for _round in range(2):  # interleave to even out machine noise; keep the better round of each
+            for name, call in (("raw nats-py", raw_call), ("meshward bus", bus_call)):
+                r = await measure(call, seconds)
+                best = results.get(name)
+                if best is None or r["p50"] < best["p50"]:
+                    results[name] = {**r, "rps": max(r["rps"], best["rps"] if best else 0)}
+        await bus.close()
+        await nc.close()
+    finally:
+        raw_server.terminate()
+        bus_server.terminate()
+    print(f"machine: {machine()}")
+    print(f"payload: {len(payload)} B request, {len(REPLY.model_dump_json())} B reply; {seconds:.0f}s per phase")
+    print(f"{'':14} {'p50 ms':>8} {'p99 ms':>8} {'req/s (64 in flight)':>22}")
+    for name, r in results.items():
+        print(f"{name:14} {r['p50']:8.3f} {r['p99']:8.3f} {r['rps']:22.0f}")
+    raw, bus_r = results["raw nats-py"], results["meshward bus"]
+    print(f"ratio bus/raw: p50 {bus_r['p50'] / raw['p50']:.2f}x, throughput {bus_r['rps'] / raw['rps']:.2f}x")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--seconds", type=float, default=5.0)
+    p.add_argument("--serve", choices=["raw", "bus"])
+    p.add_argument("--url")
+    args = p.parse_args()
+    if args.serve:
+        asyncio.run(serve(args.serve, args.url))
+        return
+    with tempfile.TemporaryDirectory() as d, EmbeddedNats(d) as server:
+        os.environ.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
+        asyncio.run(run(server.url, args.seconds))
+
+
+if __name__ == "__main__":
+    main()

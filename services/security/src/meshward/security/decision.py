@@ -1,0 +1,91 @@
+"""Compose security layers into one verdict: the first blocking finding decides."""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from meshward.contracts import DecidingLayer, ModelInfo, SecurityVerdict, ThreatCategory
+
+from .normalize import normalize
+from .rules import RulesLayer
+
+
+@dataclass(frozen=True)
+class Finding:
+    category: ThreatCategory | None
+    score: float
+    layer: DecidingLayer
+    reason: str
+    blocking: bool
+
+
+class Layer(Protocol):
+    """One check over the question text; None means it has nothing to say."""
+
+    name: DecidingLayer
+
+    async def evaluate(self, text: str) -> Finding | None: ...
+
+
+class RulesLayerAdapter:
+    """The regex rules as a Layer: any hit blocks."""
+
+    name: DecidingLayer = DecidingLayer.RULES
+
+    def __init__(self, rules: RulesLayer | None = None) -> None:
+        self._rules = rules if rules is not None else RulesLayer()
+
+    async def evaluate(self, text: str) -> Finding | None:
+        hit = self._rules.check(text)
+        if hit is None:
+            return None
+        return Finding(hit.category, hit.score, self.name, f"rule {hit.rule}", blocking=True)
+
+
+class SecurityDecider:
+    """Runs the layers in order and stops at the first blocking finding.
+
+    Layer exceptions propagate: whether an error fails open or closed is the caller's policy.
+    """
+
+    def __init__(self, layers: Sequence[Layer], model: ModelInfo | None = None) -> None:
+        self._layers = tuple(layers)
+        self._model = model
+
+    async def decide(self, text: str) -> SecurityVerdict:
+        if not normalize(text):
+            return SecurityVerdict(allowed=True, score=0.0, layer=DecidingLayer.NONE, reason="empty", model=self._model)
+        top: Finding | None = None
+        for layer in self._layers:
+            finding = await layer.evaluate(text)
+            if finding is None:
+                continue
+            if finding.blocking:
+                return SecurityVerdict(
+                    allowed=False,
+                    threat_category=finding.category,
+                    score=_clamp(finding.score),
+                    layer=finding.layer,
+                    reason=finding.reason,
+                    model=self._model,
+                )
+            if top is None or _clamp(finding.score) > _clamp(top.score):
+                top = finding
+        if top is None:
+            return SecurityVerdict(allowed=True, score=0.0, layer=DecidingLayer.NONE, reason="no layer blocked",
+                                   model=self._model)
+        return SecurityVerdict(
+            allowed=True,
+            score=_clamp(top.score),
+            layer=DecidingLayer.NONE,
+            reason=f"no layer blocked; highest {top.layer.value}: {top.reason}",
+            model=self._model,
+        )
+
+
+def _clamp(score: float) -> float:
+    if math.isnan(score):
+        return 0.0
+    return min(max(score, 0.0), 1.0)
