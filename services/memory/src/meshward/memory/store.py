@@ -1,0 +1,239 @@
+"""The memory service's storage: interactions, agent decisions and threads (SQLAlchemy 2 async).
+
+One class, ``MemoryStore``, over SQLite (aiosqlite) or PostgreSQL (asyncpg). Every write is
+idempotent by the event's id (INSERT ... ON CONFLICT DO NOTHING), so a redelivered event,
+even one delivered to several consumers at once, is stored once.
+"""
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from meshward.contracts import InteractionCompleted, RoutingDecision, StatsReply, Turn
+from sqlalchemy import Connection, case, event, func, insert, select, text, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.sql import Executable
+
+from .migrations import agent_decisions, interactions, migrate, threads
+
+SQLITE_BUSY_TIMEOUT_MS = 10_000
+_INSERT = {"sqlite": sqlite.insert, "postgresql": postgresql.insert}
+
+
+class MemoryStore:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+        self._dialect = engine.dialect.name
+        self._insert = _INSERT[self._dialect]
+        # On SQLite a writer takes the write lock at BEGIN, so concurrent writers wait out
+        # the busy timeout instead of failing when a read lock cannot be upgraded.
+        self._writer = engine.execution_options(sqlite_begin="BEGIN IMMEDIATE")
+
+    @classmethod
+    async def open(cls, url: str) -> MemoryStore:
+        """Connect to ``url`` (sqlite+aiosqlite:///path or postgresql+asyncpg://...) and migrate it."""
+        parsed = make_url(url)
+        backend = parsed.get_backend_name()
+        if backend not in _INSERT:
+            raise ValueError(f"unsupported database {backend!r}: use sqlite+aiosqlite or postgresql+asyncpg")
+        sqlite_file = backend == "sqlite" and parsed.database not in (None, "", ":memory:")
+        if sqlite_file:
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_async_engine(parsed, pool_pre_ping=True)
+        if backend == "sqlite":
+            _configure_sqlite(engine)
+        store = cls(engine)
+        try:
+            if sqlite_file:
+                await _use_wal(engine)
+            async with store._writer.begin() as conn:
+                await conn.run_sync(migrate)
+        except BaseException:
+            await engine.dispose()
+            raise
+        return store
+
+    async def close(self) -> None:
+        await self._engine.dispose()
+
+    async def record_interaction(self, event: InteractionCompleted) -> bool:
+        """Store the interaction, its decisions and its thread; False if the event was stored already."""
+        async with self._writer.begin() as conn:
+            await self._lock_request(conn, event.request_id)
+            interaction_id = await conn.scalar(
+                self._insert(interactions)
+                .values(
+                    event_id=event.event_id,
+                    timestamp=datetime.now(UTC),
+                    occurred_at=event.occurred_at,
+                    request_id=event.request_id,
+                    thread_id=event.thread_id,
+                    trace_id=event.trace_id,
+                    query=event.question,
+                    answer=event.answer,
+                    status=event.status,
+                    success=event.status == "answered",
+                    agents=list(dict.fromkeys(event.route)),
+                    route=event.route,
+                    tools_used=event.tools_used,
+                    time_ms=round(event.duration_ms),
+                    security_blocked=event.security_blocked,
+                    intent_rejected=event.intent_rejected,
+                    threat_category=event.threat_category,
+                    intent=event.intent,
+                )
+                .on_conflict_do_nothing(index_elements=[interactions.c.event_id])
+                .returning(interactions.c.id)
+            )
+            if interaction_id is None:
+                return False
+            if event.decisions:
+                await conn.execute(
+                    insert(agent_decisions),
+                    [
+                        {
+                            "interaction_id": interaction_id,
+                            "event_id": None,
+                            "request_id": event.request_id,
+                            "thread_id": event.thread_id,
+                            "agent_name": d.agent,
+                            "decision": d.decision,
+                            "reasoning": d.reasoning,
+                            "step": step,
+                            "timestamp": event.occurred_at,
+                        }
+                        for step, d in enumerate(event.decisions)
+                    ],
+                )
+            if event.request_id is not None:  # routing decisions that arrived first
+                await conn.execute(
+                    update(agent_decisions)
+                    .where(agent_decisions.c.request_id == event.request_id, agent_decisions.c.interaction_id.is_(None))
+                    .values(interaction_id=interaction_id)
+                )
+            if event.thread_id is not None:
+                await conn.execute(self._touch_thread(event.thread_id, event.occurred_at))
+        return True
+
+    async def record_decision(self, event: RoutingDecision) -> bool:
+        """Store a routing decision, linked to its interaction if that is stored; False if stored already."""
+        interaction_id = None
+        if event.request_id is not None:
+            interaction_id = (
+                select(func.min(interactions.c.id)).where(interactions.c.request_id == event.request_id).scalar_subquery()
+            )
+        async with self._writer.begin() as conn:
+            await self._lock_request(conn, event.request_id)
+            stored = await conn.scalar(
+                self._insert(agent_decisions)
+                .values(
+                    interaction_id=interaction_id,
+                    event_id=event.event_id,
+                    request_id=event.request_id,
+                    thread_id=event.thread_id,
+                    agent_name=event.agent,
+                    decision=event.decision,
+                    reasoning=event.reasoning,
+                    step=event.step,
+                    timestamp=event.occurred_at,
+                )
+                .on_conflict_do_nothing(index_elements=[agent_decisions.c.event_id])
+                .returning(agent_decisions.c.id)
+            )
+        return stored is not None
+
+    async def history(self, thread_id: str, limit: int = 20) -> list[Turn]:
+        """The last ``limit`` turns of the thread, oldest first."""
+        if limit < 1:
+            return []
+        c = interactions.c
+        latest = (
+            select(c.id, c.query, c.answer, c.status, c.occurred_at, c.event_id)
+            .where(c.thread_id == thread_id)
+            .order_by(c.occurred_at.desc(), c.id.desc())
+            .limit(limit)
+            .subquery()
+        )
+        async with self._engine.connect() as conn:
+            rows = await conn.execute(select(latest).order_by(latest.c.occurred_at, latest.c.id))
+            return [
+                Turn(question=r.query, answer=r.answer, status=r.status, at=r.occurred_at, event_id=r.event_id)
+                for r in rows
+            ]
+
+    async def stats(self) -> StatsReply:
+        """Row counts; events_seen counts the distinct events stored (interactions and routing decisions)."""
+        count = func.count()
+        query = select(
+            select(count).select_from(interactions).scalar_subquery(),
+            select(count).select_from(agent_decisions).scalar_subquery(),
+            select(func.count(agent_decisions.c.event_id)).scalar_subquery(),
+        )
+        async with self._engine.connect() as conn:
+            n_interactions, n_decisions, n_decision_events = (await conn.execute(query)).one()
+        return StatsReply(
+            interactions=n_interactions,
+            agent_decisions=n_decisions,
+            events_seen=n_interactions + n_decision_events,
+        )
+
+    def _touch_thread(self, thread_id: str, at: datetime) -> Executable:
+        stmt = self._insert(threads).values(thread_id=thread_id, created_at=at, last_active_at=at, turns=1)
+        new = stmt.excluded
+        return stmt.on_conflict_do_update(
+            index_elements=[threads.c.thread_id],
+            set_={
+                "turns": threads.c.turns + 1,
+                # Events may arrive out of order: keep the earliest and the latest times.
+                "created_at": case((new.created_at < threads.c.created_at, new.created_at), else_=threads.c.created_at),
+                "last_active_at": case(
+                    (new.last_active_at > threads.c.last_active_at, new.last_active_at),
+                    else_=threads.c.last_active_at,
+                ),
+            },
+        )
+
+    async def _lock_request(self, conn: AsyncConnection, request_id: str | None) -> None:
+        """On PostgreSQL, serialise the writers of one request for the rest of the transaction, so
+        that a decision and its interaction stored at the same moment still find each other.
+        (SQLite writers are serial already: BEGIN IMMEDIATE.)"""
+        if request_id is not None and self._dialect == "postgresql":
+            await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:r))"), {"r": request_id})
+
+
+def _configure_sqlite(engine: AsyncEngine) -> None:
+    """Every connection: a busy timeout, foreign keys, and real transactions (SQLAlchemy emits BEGIN)."""
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None  # no implicit BEGIN/COMMIT from the sqlite3 driver
+        cursor = dbapi_conn.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        conn.exec_driver_sql(conn.get_execution_options().get("sqlite_begin", "BEGIN"))
+
+
+async def _use_wal(engine: AsyncEngine) -> None:
+    """Switch the file to WAL, which it keeps. While another connection switches the same new
+    file, SQLite answers "locked" at once instead of waiting out the busy timeout: retry then."""
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        async with engine.connect() as conn:
+            raw = await conn.get_raw_connection()
+            try:
+                await raw.driver_connection.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+        await asyncio.sleep(0.01)
