@@ -96,9 +96,10 @@ async def test_one_trace_reaches_the_collector_from_all_five_services(http, otlp
     trace_id = body["trace_id"]
     wanted = {f"meshward-{s}" for s in ("supervisor", "security", "intent", "tools", "memory")}
     spans = []
-    for _ in range(100):
+    for _ in range(150):  # batches arrive from five processes at their own pace: wait for a complete trace
         spans = otlp.trace(trace_id)
-        if wanted <= {s.service for s in spans}:
+        ids = {s.span_id for s in spans}
+        if wanted <= {s.service for s in spans} and all(not s.parent_span_id or s.parent_span_id in ids for s in spans):
             break
         await asyncio.sleep(0.1)
     assert wanted <= {s.service for s in spans}, {s.service for s in spans}
