@@ -1,0 +1,220 @@
+"""Scope classifier: is a question in scope, and which intent is it?
+
+Signals, combined per question:
+
+* **embedding similarity** (all-MiniLM-L6-v2): mean of the top-k cosine similarities to each intent's
+  examples, against the same for the scope's out-of-scope examples;
+* **keyword / regex hits** per intent, which add a small capped bonus and lower the similarity bar;
+* an **arithmetic detector** (``15 * 23 + 7``, ``sqrt(144) + 3``, ``17% of 250``, ``two to the power of ten``...)
+  that decides ``calculation`` outright unless another intent's keywords also hit;
+* **attachments**: with ``has_attachments`` and document-ish wording the answer is ``document``.
+
+Confidences come from a softmax (scope temperature) over the intent scores and the out-of-scope similarity.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+from meshward.contracts import OUT_OF_SCOPE, IntentResult, IntentScore
+from meshward.embedding import MiniLMEncoder
+
+from .scope import Scope
+
+__all__ = ["ScopeClassifier", "detect_arithmetic"]
+
+# Only this much of a question is analysed; the encoder sees at most 256 tokens (~1-1.5k chars) anyway.
+_MAX_ANALYSED_CHARS = 4000
+_RUNNER_UPS = 3
+
+_NUMBER_WORDS = (
+    "zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|"
+    "seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|million|"
+    "billion|half|pi"
+)
+_NUM = rf"(?:\d+(?:[.,]\d+)*|(?:(?:{_NUMBER_WORDS})(?:[\s-]+(?:and\s+)?(?:{_NUMBER_WORDS}))*)\b)"
+_OPERAND = rf"(?:{_NUM}|\()"
+# Things that look like "digit op digit" but are not arithmetic.
+_NOT_MATH = re.compile(
+    r"\b\d{4}-\d{1,2}-\d{1,2}\b"  # ISO dates
+    r"|\b\d{1,2}/\d{1,2}/\d{2,4}\b"  # 12/31/2024
+    r"|\b\d{1,2}:\d{2}(?::\d{2})?\b"  # times
+    r"|\b24/7\b"
+    r"|\b\d+(?:\.\d+){2,}\b",  # versions, IP addresses
+)
+_ARITHMETIC = [
+    # symbolic: 15 * 23 + 7, (12 + 8) / 4, 2^10, 3 x 4, 7 % 3
+    re.compile(r"(?:\d|\))\s*(?:\*\*|[-+*/×÷^x]|mod)\s*(?:\d|\(|sqrt|√)", re.IGNORECASE),
+    # functions: sqrt(144), √2, log(100), sin(0.5), 5!
+    re.compile(r"(?:\bsqrt|\bcbrt|\blog\d*|\bln|\bsin|\bcos|\btan|\babs|\bexp)\s*\(\s*[-\d(.]|√\s*\d|\b\d+\s*!(?!\w)",
+               re.IGNORECASE),
+    # verbal binary operators: "45 times 12", "1200 divided by 16", "2 to the power of 10", "17% of 250"
+    re.compile(
+        rf"{_NUM}\s*(?:\+|plus|minus|times|x|multiplied\s+by|divided\s+by|over|mod(?:ulo)?|"
+        rf"to\s+the\s+(?:power|exponent)\s+of|raised\s+to(?:\s+the(?:\s+power(?:\s+of)?)?)?|"
+        rf"(?:%|percent|per\s*cent)\s+of)\s+{_OPERAND}",
+        re.IGNORECASE,
+    ),
+    # unary: "square root of 81", "factorial of 5", "7 squared", "5 cubed", "log of 1000"
+    re.compile(rf"\b(?:square\s+root|cube\s+root|root|factorial|log(?:arithm)?|square|cube)\s+of\s+{_OPERAND}",
+               re.IGNORECASE),
+    re.compile(rf"{_NUM}\s*(?:squared|cubed|factorial)\b", re.IGNORECASE),
+    # imperative: "add 128 and 256", "subtract 19 from 300", "multiply 24 by 365", "divide 10 by 4"
+    re.compile(rf"\b(?:add|sum)\s+{_NUM}\s+(?:and|to|plus)\s+{_NUM}"
+               rf"|\bsubtract\s+{_NUM}\s+from\s+{_NUM}"
+               rf"|\b(?:multiply|divide)\s+{_NUM}\s+(?:by|and|with)\s+{_NUM}"
+               rf"|\b(?:sum|product|average|mean|total)\s+of\s+{_NUM}\s*(?:,|and)\s*{_NUM}",
+               re.IGNORECASE),
+    # explicit math verbs with a number: "calculate ... 42", "work out 3.5 * x"
+    re.compile(r"\b(?:calculate|compute|evaluate|work\s+out|solve)\b.*\d", re.IGNORECASE | re.DOTALL),
+]
+
+
+def detect_arithmetic(text: str) -> bool:
+    """True when ``text`` contains an arithmetic expression or a spelled-out calculation."""
+    cleaned = _NOT_MATH.sub(" ", text[:_MAX_ANALYSED_CHARS])
+    return any(p.search(cleaned) for p in _ARITHMETIC)
+
+
+def _keyword_regex(keyword: str) -> re.Pattern[str]:
+    words = [re.escape(w) for w in keyword.split()]
+    return re.compile(r"(?<!\w)" + r"\s+".join(words) + r"(?!\w)", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class _IntentIndex:
+    name: str
+    start: int  # rows [start, stop) of the example matrix
+    stop: int
+    matchers: tuple[re.Pattern[str], ...]
+    weight: float
+
+
+class ScopeClassifier:
+    """Classifies questions against a :class:`Scope`; embeds the scope's examples once at construction."""
+
+    def __init__(self, scope: Scope, encoder: MiniLMEncoder, *, arithmetic_intent: str = "calculation",
+                 attachment_intent: str = "document") -> None:
+        self.scope = scope
+        self.encoder = encoder
+        self.thresholds = scope.thresholds
+        self.arithmetic_intent = arithmetic_intent if arithmetic_intent in scope.intents else None
+        self.attachment_intent = attachment_intent if attachment_intent in scope.intents else None
+
+        texts: list[str] = []
+        index: list[_IntentIndex] = []
+        for name, spec in scope.intents.items():
+            start = len(texts)
+            texts.extend(spec.examples)
+            matchers = tuple(_keyword_regex(k) for k in spec.keywords) + tuple(
+                re.compile(p, re.IGNORECASE) for p in spec.patterns)
+            index.append(_IntentIndex(name, start, len(texts), matchers, spec.weight))
+        self._index = tuple(index)
+        self._names = tuple(i.name for i in index)
+        n_intent_examples = len(texts)
+        texts.extend(scope.out_of_scope_examples)
+        embeddings = encoder.encode(texts)
+        self._examples = embeddings[:n_intent_examples]
+        self._oos_examples = embeddings[n_intent_examples:]
+
+    @property
+    def intents(self) -> tuple[str, ...]:
+        return self._names
+
+    # ------------------------------------------------------------------ signals
+    def _top_k_mean(self, sims: np.ndarray) -> float:
+        k = min(self.thresholds.top_k, sims.shape[0])
+        return float(np.partition(sims, sims.shape[0] - k)[-k:].mean())
+
+    def _keyword_hits(self, text: str) -> dict[str, int]:
+        return {i.name: sum(1 for m in i.matchers if m.search(text)) for i in self._index}
+
+    def _bonus(self, hits: int, weight: float) -> float:
+        if hits <= 0:
+            return 0.0
+        t = self.thresholds
+        return min(t.keyword_bonus + 0.03 * (hits - 1), t.keyword_bonus_max) * weight
+
+    def _softmax(self, values: np.ndarray) -> np.ndarray:
+        z = (values - values.max()) / self.thresholds.temperature
+        e = np.exp(z)
+        return e / e.sum()
+
+    # ------------------------------------------------------------------ API
+    def classify(self, text: str, has_attachments: bool = False) -> IntentResult:
+        """Classify one question. Never raises for odd input: empty text is out of scope."""
+        text = " ".join((text or "").split())
+        if not text:
+            return IntentResult(intent=OUT_OF_SCOPE, in_scope=False, confidence=1.0, runner_ups=[],
+                                scope=self.scope.name, method="empty")
+        analysed = text[:_MAX_ANALYSED_CHARS]
+        t = self.thresholds
+
+        vec = self.encoder.encode([analysed])[0]
+        example_sims = self._examples @ vec
+        sims = np.array([self._top_k_mean(example_sims[i.start:i.stop]) for i in self._index], dtype=np.float64)
+        oos_sim = self._top_k_mean(self._oos_examples @ vec)
+
+        hits = self._keyword_hits(analysed)
+        bonus = np.array([self._bonus(hits[i.name], i.weight) for i in self._index], dtype=np.float64)
+        arithmetic = self.arithmetic_intent is not None and detect_arithmetic(analysed)
+        other_hits = any(n for name, n in hits.items() if name != self.arithmetic_intent)
+        doc_hits = hits.get(self.attachment_intent, 0) if self.attachment_intent else 0
+
+        forced: str | None = None
+        method = "embedding"
+        if has_attachments and self.attachment_intent is not None:
+            j = self._names.index(self.attachment_intent)
+            bonus[j] += t.keyword_bonus
+            if doc_hits:
+                forced, method = self.attachment_intent, "attachment"
+        if arithmetic and forced is None:
+            j = self._names.index(self.arithmetic_intent)
+            if other_hits:
+                bonus[j] += t.keyword_bonus_max + t.keyword_bonus  # strong, but other intents may still win
+            else:
+                forced, method = self.arithmetic_intent, "arithmetic"
+
+        scores = np.clip(sims + bonus, -1.0, 1.0)
+        probs = self._softmax(np.append(scores, oos_sim))
+        intent_probs = probs[:-1]
+
+        intent_mass = max(float(intent_probs.sum()), 1e-12)
+        if forced is not None:
+            best = self._names.index(forced)
+            in_scope = True
+            # Rule-based decisions are trusted, but still reported relative to the other intents.
+            confidence = max(0.9, float(intent_probs[best]) / intent_mass)
+        else:
+            best = int(np.argmax(scores))
+            needed = t.keyword_min_similarity if bonus[best] > 0 else t.in_scope_min_similarity
+            gap = float(scores[best] - (oos_sim + t.out_of_scope_margin))  # > 0: closer to the scope than to the rest
+            p_in = 1.0 / (1.0 + np.exp(-np.clip(gap / t.temperature, -50.0, 50.0)))
+            in_scope = bool(sims[best] >= needed and gap >= 0.0)
+            if in_scope:
+                confidence = p_in * float(intent_probs[best]) / intent_mass
+                if bonus[best] > 0 and (int(np.argmax(sims)) != best or sims[best] < t.in_scope_min_similarity):
+                    method = "keywords"
+                elif bonus[best] > 0:
+                    method = "embedding+keywords"
+            else:
+                below = max(0.0, needed - float(sims[best]))  # how far under the similarity floor
+                confidence = max(1.0 - p_in, min(1.0, 0.5 + below * 2.5))
+                method = "embedding"
+
+        order = [int(i) for i in np.argsort(-intent_probs, kind="stable")]
+        runner_ups = [IntentScore(intent=self._names[i], score=_unit(intent_probs[i]))
+                      for i in order if not (in_scope and i == best)][:_RUNNER_UPS]
+        return IntentResult(
+            intent=self._names[best] if in_scope else OUT_OF_SCOPE,
+            in_scope=in_scope,
+            confidence=_unit(confidence),
+            runner_ups=runner_ups,
+            scope=self.scope.name,
+            method=method,
+        )
+
+
+def _unit(x: float) -> float:
+    return float(min(1.0, max(0.0, round(float(x), 4))))
