@@ -18,11 +18,13 @@ from meshward.contracts import (
 
 
 class FakePorts:
-    def __init__(self, intent="calculation", in_scope=True, threat=None, tool_error=None, fail=None, leak=False, tools=("calculator",)):
+    def __init__(self, intent="calculation", in_scope=True, threat=None, tool_error=None, fail=None, leak=False, tools=("calculator",), results=None):
         self.intent, self.in_scope, self.threat = intent, in_scope, threat
         self.tool_error, self.fail, self.leak, self.tools = tool_error, fail, leak, tools
+        self.results = results or {}  # tool name -> list of content dicts
         self.events = []
         self.calls = []
+        self.tool_calls = []
 
     def _maybe_fail(self, name):
         self.calls.append(name)
@@ -44,8 +46,11 @@ class FakePorts:
 
     async def call_tool(self, name, arguments):
         self._maybe_fail("tools")
+        self.tool_calls.append((name, arguments))
         if self.tool_error:
             raise RemoteError(ErrorReply.of(ErrorCode(self.tool_error), "exponent too large"))
+        if name in self.results:
+            return ToolResult.model_validate({"name": name, "content": self.results[name]})
         return ToolResult(name=name, content=[TextContent(text="352")])
 
     async def check_output(self, answer, question):

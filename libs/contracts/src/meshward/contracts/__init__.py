@@ -14,7 +14,24 @@ from .events import (
 )
 from .health import HealthReply, HealthRequest
 from .intent import OUT_OF_SCOPE, IntentRequest, IntentResult, IntentScore
-from .memory import HistoryReply, HistoryRequest, StatsReply, StatsRequest, Turn
+from .memory import (
+    ContextReply,
+    ContextRequest,
+    HistoryReply,
+    HistoryRequest,
+    Hit,
+    InsightsReply,
+    InsightsRequest,
+    RetractThreatReply,
+    RetractThreatRequest,
+    SearchReply,
+    SearchRequest,
+    SimilarThreatsReply,
+    SimilarThreatsRequest,
+    StatsReply,
+    StatsRequest,
+    Turn,
+)
 from .security import (
     DecidingLayer,
     LeakKind,
@@ -38,7 +55,9 @@ from .tools import (
 )
 
 __all__ = [
-    "AgentDecision", "CONTRACTS_VERSION", "Content", "DataContent", "DecidingLayer", "ENDPOINTS", "EVENTS", "Endpoint",
+    "AgentDecision", "CONTRACTS_VERSION", "Content", "ContextReply", "ContextRequest", "Hit", "InsightsReply",
+    "InsightsRequest", "RetractThreatReply", "RetractThreatRequest", "SearchReply", "SearchRequest",
+    "SimilarThreatsReply", "SimilarThreatsRequest", "DataContent", "DecidingLayer", "ENDPOINTS", "EVENTS", "Endpoint",
     "ErrorCode", "ErrorReply", "Event", "HealthReply", "HealthRequest", "HistoryReply", "HistoryRequest",
     "ImageContent", "IntentRequest", "IntentResult", "IntentScore", "InteractionCompleted", "LeakKind",
     "MAX_TEXT_CHARS", "Message", "ModelInfo", "OUT_OF_SCOPE", "OutputCheckRequest", "OutputVerdict",

@@ -9,7 +9,22 @@ from .errors import ErrorReply
 from .events import InteractionCompleted, RoutingDecision, SecurityViolation, ToolCalled
 from .health import HealthReply, HealthRequest
 from .intent import IntentRequest, IntentResult
-from .memory import HistoryReply, HistoryRequest, StatsReply, StatsRequest
+from .memory import (
+    ContextReply,
+    ContextRequest,
+    HistoryReply,
+    HistoryRequest,
+    InsightsReply,
+    InsightsRequest,
+    RetractThreatReply,
+    RetractThreatRequest,
+    SearchReply,
+    SearchRequest,
+    SimilarThreatsReply,
+    SimilarThreatsRequest,
+    StatsReply,
+    StatsRequest,
+)
 from .security import OutputCheckRequest, OutputVerdict, SecurityCheckRequest, SecurityVerdict
 from .tools import ToolCallRequest, ToolCatalog, ToolListRequest, ToolResult
 
@@ -31,6 +46,11 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(s.TOOLS_CALL, ToolCallRequest, ToolResult, "tools", "Call one tool."),
     Endpoint(s.MEMORY_HISTORY, HistoryRequest, HistoryReply, "memory", "A thread's persisted turns."),
     Endpoint(s.MEMORY_STATS, StatsRequest, StatsReply, "memory", "Counts of persisted rows."),
+    Endpoint(s.MEMORY_SEARCH, SearchRequest, SearchReply, "memory", "Semantic search in one collection."),
+    Endpoint(s.MEMORY_SIMILAR_THREATS, SimilarThreatsRequest, SimilarThreatsReply, "memory", "Learned threats similar to a text."),
+    Endpoint(s.MEMORY_INSIGHTS, InsightsRequest, InsightsReply, "memory", "Violation totals, distribution, last seen."),
+    Endpoint(s.MEMORY_RETRACT_THREAT, RetractThreatRequest, RetractThreatReply, "memory", "Retract a learned threat (operator fix for a false block)."),
+    Endpoint(s.MEMORY_CONTEXT, ContextRequest, ContextReply, "memory", "A thread's compressed context (summary + recent turns)."),
 ) + tuple(
     Endpoint(s.health(name), HealthRequest, HealthReply, name, f"Readiness of the {name} service.")
     for name in s.SERVICES

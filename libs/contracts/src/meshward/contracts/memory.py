@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from pydantic import Field
 
@@ -34,3 +35,64 @@ class StatsReply(Message):
     interactions: int
     agent_decisions: int
     events_seen: int
+
+
+class Hit(Message):
+    id: str
+    text: str
+    similarity: float = Field(ge=-1.0, le=1.0)
+    metadata: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
+
+
+class SearchRequest(Message):
+    query: str = Field(min_length=1, max_length=4_000)
+    collection: Literal["interactions", "security_threats", "scope_examples"] = "interactions"
+    k: int = Field(default=5, ge=1, le=50)
+
+
+class SearchReply(Message):
+    hits: list[Hit]
+
+
+class SimilarThreatsRequest(Message):
+    text: str = Field(max_length=20_000)
+    k: int = Field(default=3, ge=1, le=20)
+    min_similarity: float = Field(default=0.85, ge=0.0, le=1.0)
+
+
+class SimilarThreatsReply(Message):
+    hits: list[Hit]
+
+
+class InsightsRequest(Message):
+    pass
+
+
+class InsightsReply(Message):
+    total_violations: int
+    threat_distribution: dict[str, int]
+    last_seen: datetime | None = None
+    last_seen_by_category: dict[str, datetime] = Field(default_factory=dict)
+    learned_threats: int = 0
+    retracted_threats: int = 0
+
+
+class RetractThreatRequest(Message):
+    threat_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
+
+
+class RetractThreatReply(Message):
+    threat_id: str
+    retracted: bool
+
+
+class ContextRequest(Message):
+    thread_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
+
+
+class ContextReply(Message):
+    thread_id: str
+    summary: str | None = None
+    turns: list[Turn]
+    tokens: int
+    compressed: bool

@@ -10,6 +10,11 @@ TOOLS_LIST = f"{PREFIX}.tools.list"
 TOOLS_CALL = f"{PREFIX}.tools.call"
 MEMORY_HISTORY = f"{PREFIX}.memory.history"
 MEMORY_STATS = f"{PREFIX}.memory.stats"
+MEMORY_SEARCH = f"{PREFIX}.memory.search"
+MEMORY_SIMILAR_THREATS = f"{PREFIX}.memory.similar_threats"
+MEMORY_INSIGHTS = f"{PREFIX}.memory.insights"
+MEMORY_RETRACT_THREAT = f"{PREFIX}.memory.retract_threat"
+MEMORY_CONTEXT = f"{PREFIX}.memory.context"
 
 SERVICES = ("security", "intent", "tools", "memory", "supervisor")
 

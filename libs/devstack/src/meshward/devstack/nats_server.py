@@ -11,6 +11,9 @@ import time
 from pathlib import Path
 
 
+MAX_PAYLOAD = 8 * 1024 * 1024
+
+
 def find_binary() -> str:
     candidates = [
         Path(sysconfig.get_path("scripts")) / "nats-server",
@@ -59,7 +62,10 @@ class EmbeddedNats:
 
     def start(self, timeout: float = 10.0) -> str:
         self.store_dir.mkdir(parents=True, exist_ok=True)
-        args = [find_binary(), "-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd", str(self.store_dir)]
+        # max_payload: attachments (PDFs up to ~5 MB, base64) travel in one tools.call request
+        conf = self.store_dir / "nats.conf"
+        conf.write_text(f"max_payload: {MAX_PAYLOAD}\n")
+        args = [find_binary(), "-c", str(conf), "-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd", str(self.store_dir)]
         out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL  # noqa: SIM115 - lives as long as the server
         self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env={"PATH": os.environ.get("PATH", "")})
         wait_for_port(self.port, timeout, self.proc)

@@ -100,6 +100,6 @@ def create_app(settings: SupervisorSettings | None = None, local_ports: AgentPor
     async def ask(body: AskRequest) -> AskResponse:
         if len(body.question) > settings.max_question_chars:
             return _error(422, "too_large", f"question is {len(body.question)} characters; the limit is {settings.max_question_chars}")
-        return await app.state.asker.ask(body.question, body.thread_id)
+        return await app.state.asker.ask(body.question, body.thread_id, [a.model_dump() for a in body.attachments])
 
     return app

@@ -14,6 +14,15 @@ from .ports import AgentPorts
 from .state import fresh_run
 
 
+def images_of(results: list[dict]) -> list[dict[str, str]]:
+    return [
+        {"mime_type": c.get("mime_type", "image/png"), "data_base64": c["data"]}
+        for r in results
+        for c in r.get("content", [])
+        if c.get("type") == "image"
+    ]
+
+
 class Asker:
     def __init__(self, graph, ports: AgentPorts, timeout_s: float = 30.0, recursion_limit: int = 40):
         self.graph = graph
@@ -21,7 +30,7 @@ class Asker:
         self.timeout_s = timeout_s
         self.recursion_limit = recursion_limit
 
-    async def ask(self, question: str, thread_id: str | None = None, has_attachments: bool = False) -> AskResponse:
+    async def ask(self, question: str, thread_id: str | None = None, attachments: list[dict[str, str]] | None = None) -> AskResponse:
         start = time.perf_counter()
         thread_id = thread_id or uuid.uuid4().hex
         request_id = context.new_request_id()
@@ -30,7 +39,7 @@ class Asker:
         config = {"configurable": {"thread_id": thread_id}, "recursion_limit": self.recursion_limit}
         try:
             async with asyncio.timeout(self.timeout_s):
-                state = await self.graph.ainvoke(fresh_run(question, thread_id, request_id, has_attachments), config, durability="exit")
+                state = await self.graph.ainvoke(fresh_run(question, thread_id, request_id, attachments), config, durability="exit")
         except TimeoutError:
             state = {"status": "error", "answer": f"Sorry, that took longer than {self.timeout_s:.0f}s and was stopped. Please try again.", "route": [], "tools_used": []}
         finally:
@@ -51,6 +60,7 @@ class Asker:
             duration_ms=round(duration_ms, 3),
             request_id=request_id,
             steps=state.get("steps", []),
+            images=images_of(state.get("tool_results") or []),
         )
         self.ports.emit(
             subjects.EVENT_INTERACTION,

@@ -21,7 +21,7 @@ from meshward.bus.tracing import current_trace_id
 from meshward.contracts import OUT_OF_SCOPE, RemoteError, RoutingDecision, subjects
 from opentelemetry.trace import Status, StatusCode
 
-from .planner import Plan, compose_answer, plan
+from .planner import Plan, compose_answer, plan, resolve_arguments
 from .ports import AgentPorts
 from .state import AskState
 
@@ -143,28 +143,49 @@ class GraphBuilder:
         }
 
     async def plan(self, state: AskState) -> dict[str, Any]:
-        p = plan(state["intent"]["intent"], state["question"], await self._available_tools(), state.get("history", []))
+        p = plan(
+            state["intent"]["intent"],
+            state["question"],
+            await self._available_tools(),
+            state.get("history", []),
+            state.get("attachments", []),
+        )
         return {"plan": p.to_dict()}
+
+    async def _call(self, call, done: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        try:
+            arguments = resolve_arguments(call.arguments, done)
+        except KeyError as e:
+            return {"name": call.name, "error": {"code": "internal", "message": f"{call.name} needs {e} from an earlier step, which did not provide it"}}
+        try:
+            return (await self.ports.call_tool(call.name, arguments)).model_dump(mode="json")
+        except RemoteError as e:
+            return {"name": call.name, "error": e.error.model_dump(mode="json")}
 
     async def tools(self, state: AskState) -> dict[str, Any]:
         p = Plan.from_dict(state["plan"])
-
-        async def one(call) -> dict[str, Any]:
-            try:
-                return (await self.ports.call_tool(call.name, call.arguments)).model_dump(mode="json")
-            except RemoteError as e:
-                return {"name": call.name, "error": e.error.model_dump(mode="json")}
-
-        results = list(await asyncio.gather(*(one(c) for c in p.calls)))  # independent calls run in parallel
-        system_failures = [r for r in results if "error" in r and r["error"]["code"] not in USER_ERROR_CODES]
-        update: dict[str, Any] = {"tool_results": results, "tools_used": [*state.get("tools_used", []), *(c.name for c in p.calls)]}
+        done: dict[str, dict[str, Any]] = {}
+        by_call: dict[int, dict[str, Any]] = {}
+        index = {id(c): i for i, c in enumerate(p.calls)}
+        for stage in p.stages():
+            # calls of one stage are independent: they run in parallel
+            results = await asyncio.gather(*(self._call(c, done) for c in stage))
+            for call, result in zip(stage, results, strict=True):
+                by_call[index[id(call)]] = result
+                done[call.name] = result
+            if any("error" in r for r in results):
+                break  # later stages depend on this one
+        ordered = [by_call.get(i, {"name": c.name, "error": {"code": "internal", "message": "skipped: an earlier step failed"}}) for i, c in enumerate(p.calls)]
+        system_failures = [r for r in ordered if "error" in r and r["error"]["code"] not in USER_ERROR_CODES]
+        update: dict[str, Any] = {"tool_results": ordered, "tools_used": [*state.get("tools_used", []), *(c.name for c in p.calls if index[id(c)] in by_call)]}
         if system_failures:
             update["error"] = f"tools: {system_failures[0]['error']['message']}"
         return update
 
     async def answer(self, state: AskState) -> dict[str, Any]:
         p = Plan.from_dict(state["plan"])
-        return {"answer": compose_answer(state["intent"]["intent"], state["question"], p, state.get("tool_results") or []), "status": "answered"}
+        text = compose_answer(state["intent"]["intent"], state["question"], p, state.get("tool_results") or [], state.get("attachments"))
+        return {"answer": text, "status": "answered"}
 
     async def output_check(self, state: AskState) -> dict[str, Any]:
         verdict = await self.ports.check_output(state["answer"], state["question"])

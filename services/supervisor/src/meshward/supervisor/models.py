@@ -9,11 +9,23 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 THREAD_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
 
 
+MAX_ATTACHMENTS = 4
+MAX_ATTACHMENT_B64_CHARS = 7_000_000  # about 5 MB decoded
+
+
+class Attachment(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: StrictStr = Field(min_length=1, max_length=200)
+    content_base64: StrictStr = Field(min_length=4, max_length=MAX_ATTACHMENT_B64_CHARS)
+
+
 class AskRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     question: StrictStr = Field(min_length=1, description="the user's question")
     thread_id: StrictStr | None = Field(default=None, pattern=THREAD_ID_PATTERN, description="continue this conversation; a new one when absent")
+    attachments: list[Attachment] = Field(default_factory=list, max_length=MAX_ATTACHMENTS, description="files the question is about (PDF)")
 
     @field_validator("question")
     @classmethod
@@ -21,6 +33,11 @@ class AskRequest(BaseModel):
         if not v.strip():
             raise ValueError("question is blank")
         return v
+
+
+class Image(BaseModel):
+    mime_type: str
+    data_base64: str
 
 
 class Step(BaseModel):
@@ -41,6 +58,7 @@ class AskResponse(BaseModel):
     duration_ms: float
     request_id: str
     steps: list[Step] = Field(default_factory=list, description="each node visited, with its duration")
+    images: list[Image] = Field(default_factory=list, description="images the answer refers to (charts)")
 
 
 class ErrorBody(BaseModel):

@@ -13,7 +13,7 @@ class SupervisorSettings(BaseSettings):
     http_port: int = Field(default=8080, ge=0, le=65535)
     checkpoint_db: Path = Field(default=Path("var/checkpoints.db"), description="SQLite file of the LangGraph checkpointer")
     max_question_chars: int = Field(default=4_000, ge=1, le=20_000)
-    max_body_bytes: int = Field(default=1_048_576, ge=1_024, le=64 * 1_048_576)
+    max_body_bytes: int = Field(default=10 * 1_048_576, ge=1_024, le=64 * 1_048_576, description="whole request body, attachments included")
     ask_timeout_s: float = Field(default=30.0, gt=0, le=600, description="deadline of one question, every hop included")
     max_node_visits: int = Field(default=3, ge=1, le=20, description="hard cap on visits of any one node per question")
     recursion_limit: int = Field(default=40, ge=5, le=500)

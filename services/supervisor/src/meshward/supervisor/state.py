@@ -10,6 +10,7 @@ class AskState(TypedDict, total=False):
     thread_id: str
     request_id: str
     has_attachments: bool
+    attachments: list[dict[str, str]]
     # agent results (model_dump() of the contract replies)
     security: dict[str, Any] | None
     intent: dict[str, Any] | None
@@ -33,13 +34,14 @@ class AskState(TypedDict, total=False):
     history: list[dict[str, str]]
 
 
-def fresh_run(question: str, thread_id: str, request_id: str, has_attachments: bool = False) -> AskState:
+def fresh_run(question: str, thread_id: str, request_id: str, attachments: list[dict[str, str]] | None = None) -> AskState:
     """Input of a new run: every per-run key reset, `history` left as checkpointed."""
     return AskState(
         question=question,
         thread_id=thread_id,
         request_id=request_id,
-        has_attachments=has_attachments,
+        has_attachments=bool(attachments),
+        attachments=attachments or [],
         security=None,
         intent=None,
         plan=None,
