@@ -21,6 +21,7 @@ from sqlalchemy import (
     Column,
     Connection,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -141,6 +142,27 @@ threads = Table(
 )
 
 
+# The violations log (seed 000's violations_YYYYMMDD.jsonl, as a table): one row per
+# blocked question; `learned` when it became a known threat, `retracted_at` when an
+# operator took that back.
+violations = Table(
+    "violations",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("event_id", Str(ID), nullable=False, unique=True),
+    Column("occurred_at", UTCDateTime, nullable=False, index=True),
+    Column("request_id", Str(ID), index=True),
+    Column("thread_id", Str(ID)),
+    Column("trace_id", Str(64)),
+    Column("text", Str, nullable=False),
+    Column("category", Str(32), nullable=False, index=True),
+    Column("score", Float, nullable=False),
+    Column("layer", Str(32), nullable=False),
+    Column("learned", Boolean, nullable=False, default=False),
+    Column("retracted_at", UTCDateTime),
+)
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -152,7 +174,14 @@ def _initial_schema(conn: Connection) -> None:
     metadata.create_all(conn, tables=[interactions, agent_decisions, learned_patterns, threads])
 
 
-MIGRATIONS: tuple[Migration, ...] = (Migration(1, "interactions, agent_decisions, learned_patterns, threads", _initial_schema),)
+def _violations(conn: Connection) -> None:
+    violations.create(conn)
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "interactions, agent_decisions, learned_patterns, threads", _initial_schema),
+    Migration(2, "violations log", _violations),
+)
 
 # Any constant: PostgreSQL openers queue on this advisory lock instead of racing.
 _PG_LOCK_KEY = 0x6D656D6F7279  # "memory"

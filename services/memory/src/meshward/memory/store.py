@@ -13,14 +13,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from meshward.contracts import InteractionCompleted, RoutingDecision, StatsReply, Turn
+from meshward.contracts import InsightsReply, InteractionCompleted, RoutingDecision, SecurityViolation, StatsReply, Turn
 from sqlalchemy import Connection, case, event, func, insert, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.sql import Executable
 
-from .migrations import agent_decisions, interactions, migrate, threads
+from .migrations import agent_decisions, interactions, migrate, threads, violations
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
 _INSERT = {"sqlite": sqlite.insert, "postgresql": postgresql.insert}
@@ -181,6 +181,65 @@ class MemoryStore:
             interactions=n_interactions,
             agent_decisions=n_decisions,
             events_seen=n_interactions + n_decision_events,
+        )
+
+    async def record_violation(self, event: SecurityViolation) -> bool:
+        """Log a blocked question; False if the event was stored already."""
+        async with self._writer.begin() as conn:
+            stored = await conn.scalar(
+                self._insert(violations)
+                .values(
+                    event_id=event.event_id,
+                    occurred_at=event.occurred_at,
+                    request_id=event.request_id,
+                    thread_id=event.thread_id,
+                    trace_id=event.trace_id,
+                    text=event.text,
+                    category=str(event.category),
+                    score=event.score,
+                    layer=str(event.layer),
+                    learned=False,
+                )
+                .on_conflict_do_nothing(index_elements=[violations.c.event_id])
+                .returning(violations.c.id)
+            )
+        return stored is not None
+
+    async def mark_learned(self, event_id: str) -> None:
+        async with self._writer.begin() as conn:
+            await conn.execute(update(violations).where(violations.c.event_id == event_id).values(learned=True))
+
+    async def retract(self, event_id: str) -> bool:
+        """Mark a learned threat retracted; False when there is no such learned, unretracted threat."""
+        async with self._writer.begin() as conn:
+            result = await conn.execute(
+                update(violations)
+                .where(violations.c.event_id == event_id, violations.c.learned.is_(True), violations.c.retracted_at.is_(None))
+                .values(retracted_at=datetime.now(UTC))
+            )
+        return result.rowcount == 1
+
+    async def insights(self) -> InsightsReply:
+        """Totals, distribution by category and last-seen times of violations (seed 000's insights.json)."""
+        c = violations.c
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(select(c.category, func.count(), func.max(c.occurred_at)).group_by(c.category))).all()
+            learned, retracted = (
+                await conn.execute(
+                    select(
+                        func.count().filter(c.learned.is_(True), c.retracted_at.is_(None)),
+                        func.count(c.retracted_at),
+                    )
+                )
+            ).one()
+        last_seen = {r[0]: r[2] for r in rows}
+        return InsightsReply(
+            total_violations=sum(r[1] for r in rows),
+            threat_distribution={r[0]: r[1] for r in rows},
+            last_seen=max(last_seen.values(), default=None),
+            last_seen_by_category=last_seen,
+            learned_threats=learned,
+            retracted_threats=retracted,
         )
 
     def _touch_thread(self, thread_id: str, at: datetime) -> Executable:

@@ -5,18 +5,29 @@ import asyncio
 import logging
 from contextlib import AsyncExitStack, asynccontextmanager
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from meshward.bus import Service
-from meshward.contracts import HealthReply, HealthRequest, RemoteError, subjects
+from meshward.contracts import (
+    HealthReply,
+    HealthRequest,
+    HistoryReply,
+    HistoryRequest,
+    InsightsReply,
+    InsightsRequest,
+    RemoteError,
+    RetractThreatReply,
+    RetractThreatRequest,
+    subjects,
+)
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .asker import Asker
 from .graph import GraphBuilder
 from .http_tracing import HttpServerMiddleware
-from .models import AskRequest, AskResponse, ErrorResponse
+from .models import THREAD_ID_PATTERN, AskRequest, AskResponse, ErrorResponse
 from .ports import AgentPorts, NatsPorts
 from .settings import SupervisorSettings
 
@@ -95,6 +106,30 @@ def create_app(settings: SupervisorSettings | None = None, local_ports: AgentPor
                 services[name] = {"ready": False, "error": r.error.message if isinstance(r, RemoteError) else "not ready"}
         body = {"status": "ok" if not missing else "unavailable", "missing": missing, "services": services}
         return JSONResponse(status_code=200 if not missing else 503, content=body)
+
+    async def memory_request(subject: str, body, reply_type):
+        if app.state.service is None:
+            return _error(503, "unavailable", "memory is not part of the in-process mode")
+        try:
+            return await app.state.service.bus.request(subject, body, reply_type, timeout=settings.health_timeout_s * 5)
+        except RemoteError as e:
+            status = {"not_found": 404, "bad_request": 422, "unavailable": 503, "deadline_exceeded": 504}.get(str(e.error.code), 502)
+            return _error(status, str(e.error.code), e.error.message)
+
+    @app.get("/v1/threads/{thread_id}/history", response_model=HistoryReply)
+    async def thread_history(thread_id: str = Path(pattern=THREAD_ID_PATTERN), limit: int = Query(default=50, ge=1, le=500)):
+        return await memory_request(subjects.MEMORY_HISTORY, HistoryRequest(thread_id=thread_id, limit=limit), HistoryReply)
+
+    @app.get("/v1/insights", response_model=InsightsReply)
+    async def insights():
+        return await memory_request(subjects.MEMORY_INSIGHTS, InsightsRequest(), InsightsReply)
+
+    @app.delete("/v1/threats/{threat_id}", response_model=RetractThreatReply)
+    async def retract_threat(threat_id: str = Path(pattern=r"^[A-Za-z0-9._:-]{1,128}$")):
+        reply = await memory_request(subjects.MEMORY_RETRACT_THREAT, RetractThreatRequest(threat_id=threat_id), RetractThreatReply)
+        if isinstance(reply, RetractThreatReply) and not reply.retracted:
+            return _error(404, "not_found", f"no learned threat {threat_id}")
+        return reply
 
     @app.post("/v1/ask", response_model=AskResponse, responses={400: {"model": ErrorResponse}, 413: {"model": ErrorResponse}, 422: {"model": ErrorResponse}})
     async def ask(body: AskRequest) -> AskResponse:
