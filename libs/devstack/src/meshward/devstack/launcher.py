@@ -66,6 +66,7 @@ class Stack:
         )
         env.setdefault("MESHWARD_DATABASE_URL", f"sqlite+aiosqlite:///{self.data_dir / 'memory.db'}")
         env.setdefault("MESHWARD_CHECKPOINT_DB", str(self.data_dir / "checkpoints.db"))
+        env.setdefault("MESHWARD_CHROMA_PATH", str(self.data_dir / "chroma"))
         env.update(self.extra_env)
         return env
 

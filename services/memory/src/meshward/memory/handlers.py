@@ -1,39 +1,81 @@
-"""The memory service: a durable event consumer that persists, and the read-side requests."""
+"""The memory service: a durable event consumer that persists and learns, and the read-side requests."""
 from __future__ import annotations
 
+import asyncio
 import logging
 
-from meshward.bus import Service
+from meshward.bus import Service, ServiceError
 from meshward.bus.events import EventConsumer
 from meshward.contracts import (
+    ContextReply,
+    ContextRequest,
+    ErrorCode,
     HistoryReply,
     HistoryRequest,
+    Hit,
+    InsightsReply,
+    InsightsRequest,
     InteractionCompleted,
+    RetractThreatReply,
+    RetractThreatRequest,
     RoutingDecision,
+    SearchReply,
+    SearchRequest,
+    SecurityViolation,
+    SimilarThreatsReply,
+    SimilarThreatsRequest,
     StatsReply,
     StatsRequest,
+    Turn,
     subjects,
 )
 
+from .context import ContextBudget, ContextCompressor, turn_text
+from .learning import LearningPolicy
+from .semantic import SemanticMemory
 from .settings import MemorySettings
 from .store import MemoryStore
 
 log = logging.getLogger(__name__)
 
 
-class EventSink:
-    """Routes each event subject to the store; unknown subjects are acknowledged and skipped."""
+def _hit(h) -> Hit:
+    meta = {k: v for k, v in h.metadata.items() if isinstance(v, str | int | float | bool) or v is None}
+    return Hit(id=h.id, text=h.text, similarity=max(-1.0, min(1.0, h.similarity)), metadata=meta)
 
-    def __init__(self, store: MemoryStore):
+
+class EventSink:
+    """Routes each event subject to the stores; unknown subjects are acknowledged and skipped.
+
+    Every write is idempotent by event id, so redelivery after a crash is harmless.
+    """
+
+    def __init__(self, store: MemoryStore, semantic: SemanticMemory, policy: LearningPolicy):
         self.store = store
-        self.seen = 0
+        self.semantic = semantic
+        self.policy = policy
 
     async def __call__(self, subject: str, data: bytes) -> None:
-        self.seen += 1
         if subject == subjects.EVENT_INTERACTION:
-            await self.store.record_interaction(InteractionCompleted.model_validate_json(data))
+            event = InteractionCompleted.model_validate_json(data)
+            await self.store.record_interaction(event)
+            if event.status == "answered":
+                await self.semantic.add_interaction(
+                    event.event_id, event.question, event.answer, {"thread_id": event.thread_id or "", "intent": event.intent or ""}
+                )
         elif subject == subjects.EVENT_ROUTING:
             await self.store.record_decision(RoutingDecision.model_validate_json(data))
+        elif subject == subjects.EVENT_VIOLATION:
+            await self.learn(SecurityViolation.model_validate_json(data))
+
+    async def learn(self, event: SecurityViolation) -> None:
+        await self.store.record_violation(event)
+        verdict = await self.policy.should_learn(event, self.semantic)
+        if not verdict.learn:
+            log.info("violation %s logged, not learned: %s", event.event_id, verdict.reason)
+            return
+        await self.semantic.add_threat(event.event_id, event.text, str(event.category), event.score, source_event_id=event.event_id)
+        await self.store.mark_learned(event.event_id)
 
 
 def create_service(settings: MemorySettings | None = None) -> Service:
@@ -44,12 +86,16 @@ def create_service(settings: MemorySettings | None = None) -> Service:
     @service.on_startup
     async def _open(svc: Service) -> None:
         store = await MemoryStore.open(settings.database_url)
+        semantic = await asyncio.to_thread(SemanticMemory.open, settings.chroma_path, settings.chroma_url)
+        compressor = ContextCompressor(
+            ContextBudget(max_tokens=settings.context_max_tokens, summarize_threshold=settings.context_threshold_tokens, keep_last=settings.context_keep_last)
+        )
         await svc.bus.ensure_event_stream()
-        sink = EventSink(store)
+        sink = EventSink(store, semantic, LearningPolicy(settings.learn_min_score, settings.learn_max_scope_similarity))
         consumer = EventConsumer(svc.bus, settings.consumer_name, sink)
         await consumer.start()
-        state.update(store=store, sink=sink, consumer=consumer)
-        svc.details["database"] = settings.database_url.split(":", 1)[0]
+        state.update(store=store, semantic=semantic, sink=sink, consumer=consumer, compressor=compressor)
+        svc.details.update(database=settings.database_url.split(":", 1)[0], chroma="http" if settings.chroma_url else "embedded", encoder=semantic.model_version)
 
     @service.on_shutdown
     async def _close(svc: Service) -> None:
@@ -57,6 +103,8 @@ def create_service(settings: MemorySettings | None = None) -> Service:
             await state["consumer"].stop()
         if "store" in state:
             await state["store"].close()
+        if "semantic" in state:
+            await state["semantic"].aclose()
 
     @service.handler(subjects.MEMORY_HISTORY, HistoryRequest)
     async def history(req: HistoryRequest) -> HistoryReply:
@@ -65,5 +113,45 @@ def create_service(settings: MemorySettings | None = None) -> Service:
     @service.handler(subjects.MEMORY_STATS, StatsRequest)
     async def stats(_: StatsRequest) -> StatsReply:
         return await state["store"].stats()
+
+    @service.handler(subjects.MEMORY_SEARCH, SearchRequest)
+    async def search(req: SearchRequest) -> SearchReply:
+        return SearchReply(hits=[_hit(h) for h in await state["semantic"].search(req.query, req.k, req.collection)])
+
+    @service.handler(subjects.MEMORY_SIMILAR_THREATS, SimilarThreatsRequest)
+    async def similar_threats(req: SimilarThreatsRequest) -> SimilarThreatsReply:
+        if not req.text.strip():
+            return SimilarThreatsReply(hits=[])
+        hits = await state["semantic"].similar_threats(req.text[:4_000], req.k, req.min_similarity)
+        return SimilarThreatsReply(hits=[_hit(h) for h in hits])
+
+    @service.handler(subjects.MEMORY_INSIGHTS, InsightsRequest)
+    async def insights(_: InsightsRequest) -> InsightsReply:
+        return await state["store"].insights()
+
+    @service.handler(subjects.MEMORY_RETRACT_THREAT, RetractThreatRequest)
+    async def retract(req: RetractThreatRequest) -> RetractThreatReply:
+        marked = await state["store"].retract(req.threat_id)
+        removed = await state["semantic"].retract_threat(req.threat_id)
+        return RetractThreatReply(threat_id=req.threat_id, retracted=marked or removed)
+
+    @service.handler(subjects.MEMORY_CONTEXT, ContextRequest)
+    async def context(req: ContextRequest) -> ContextReply:
+        turns = await state["store"].history(req.thread_id, settings.context_history_limit)
+        if not turns:
+            raise ServiceError(ErrorCode.NOT_FOUND, f"no turns stored for thread {req.thread_id}")
+        packed = await state["compressor"].compress([{"question": t.question, "answer": t.answer} for t in turns])
+        kept = turns[len(turns) - len(packed.turns):] if packed.turns else []
+        recent = []
+        for original, packed_turn in zip(kept, packed.turns, strict=True):
+            question, answer = turn_text(packed_turn)  # may be shortened to fit the budget
+            recent.append(Turn(question=question, answer=answer, status=original.status, at=original.at, event_id=original.event_id))
+        return ContextReply(
+            thread_id=req.thread_id,
+            summary=packed.summary,
+            turns=recent,
+            tokens=packed.tokens,
+            compressed=packed.compressed,
+        )
 
     return service

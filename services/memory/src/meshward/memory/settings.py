@@ -13,3 +13,19 @@ class MemorySettings(BaseSettings):
         description="SQLAlchemy async URL: sqlite+aiosqlite:///path or postgresql+asyncpg://user@host/db",
     )
     consumer_name: str = Field(default="memory", description="durable JetStream consumer name")
+    chroma_path: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("MESHWARD_CHROMA_PATH", "MESHWARD_MEMORY_CHROMA_PATH"),
+        description="embedded Chroma folder (default var/chroma)",
+    )
+    chroma_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("MESHWARD_CHROMA_URL", "MESHWARD_MEMORY_CHROMA_URL"),
+        description="Chroma server URL; embedded PersistentClient when unset",
+    )
+    learn_min_score: float = Field(default=0.9, ge=0.5, le=1.0, description="only blocks at least this confident become known threats")
+    learn_max_scope_similarity: float = Field(default=0.9, ge=0.0, le=1.0, description="never learn a block this close to an in-scope example")
+    context_max_tokens: int = Field(default=28_000, ge=100)
+    context_threshold_tokens: int = Field(default=20_000, ge=50)
+    context_keep_last: int = Field(default=5, ge=0, le=100)
+    context_history_limit: int = Field(default=200, ge=1, le=5_000)
