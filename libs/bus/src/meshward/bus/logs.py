@@ -39,5 +39,5 @@ def setup_logging(service: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    for noisy in ("nats", "httpx", "uvicorn.access"):
+    for noisy in ("nats", "httpx", "httpx2", "uvicorn.access", "chromadb"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

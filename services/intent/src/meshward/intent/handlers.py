@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 
 from meshward.bus import Service, ServiceError
 from meshward.contracts import ErrorCode, IntentRequest, IntentResult, subjects
@@ -16,6 +17,9 @@ def create_service(settings: IntentSettings | None = None) -> Service:
     settings = settings or IntentSettings()
     service = Service("intent")
     state: dict[str, ScopeClassifier] = {}
+    # One inference thread: numpy's BLAS already uses every core, and several Python
+    # threads encoding at once thrash instead of going faster.
+    inference = ThreadPoolExecutor(max_workers=1, thread_name_prefix="intent-inference")
 
     @service.on_startup
     async def _load(svc: Service) -> None:
@@ -29,6 +33,6 @@ def create_service(settings: IntentSettings | None = None) -> Service:
         classifier = state["classifier"]
         if req.scope is not None and req.scope != classifier.scope.name:
             raise ServiceError(ErrorCode.NOT_FOUND, f"unknown scope {req.scope!r}; this service serves {classifier.scope.name!r}")
-        return await asyncio.to_thread(classifier.classify, req.text, req.has_attachments)
+        return await asyncio.get_running_loop().run_in_executor(inference, classifier.classify, req.text, req.has_attachments)
 
     return service

@@ -14,6 +14,7 @@ from meshward.contracts import (
 )
 
 from .decision import RulesLayerAdapter, SecurityDecider
+from .known_threats import KnownThreatsLayer
 from .output_check import OutputChecker
 from .rules import RulesLayer
 from .settings import SecuritySettings
@@ -21,10 +22,13 @@ from .settings import SecuritySettings
 
 def create_service(settings: SecuritySettings | None = None) -> Service:
     settings = settings or SecuritySettings()
-    decider = SecurityDecider([RulesLayerAdapter(RulesLayer())])
-    checker = OutputChecker(settings.protected_phrases, settings.extra_secret_patterns)
     service = Service("security")
-    service.details["layers"] = "rules"
+    layers = [RulesLayerAdapter(RulesLayer())]
+    if settings.known_threats:
+        layers.append(KnownThreatsLayer(lambda: service.bus, settings.known_threat_similarity, settings.known_threats_timeout_s))
+    decider = SecurityDecider(layers)
+    checker = OutputChecker(settings.protected_phrases, settings.extra_secret_patterns)
+    service.details["layers"] = ",".join(str(layer.name) for layer in layers)
 
     @service.on_startup
     async def _stream(svc: Service) -> None:

@@ -7,9 +7,17 @@ than blocking everything: a memory outage must not take the assistant down.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from meshward.bus import Bus
-from meshward.contracts import DecidingLayer, RemoteError, SimilarThreatsReply, SimilarThreatsRequest, ThreatCategory, subjects
+from meshward.contracts import (
+    DecidingLayer,
+    RemoteError,
+    SimilarThreatsReply,
+    SimilarThreatsRequest,
+    ThreatCategory,
+    subjects,
+)
 
 from .decision import Finding
 
@@ -19,14 +27,14 @@ log = logging.getLogger(__name__)
 class KnownThreatsLayer:
     name = DecidingLayer.KNOWN_THREATS
 
-    def __init__(self, bus: Bus, min_similarity: float = 0.85, timeout_s: float = 0.5):
-        self.bus = bus
+    def __init__(self, bus: Callable[[], Bus], min_similarity: float = 0.85, timeout_s: float = 0.5):
+        self.bus = bus  # a callable: the service's connection exists only once it has started
         self.min_similarity = min_similarity
         self.timeout_s = timeout_s
 
     async def evaluate(self, text: str) -> Finding | None:
         try:
-            reply = await self.bus.request(
+            reply = await self.bus().request(
                 subjects.MEMORY_SIMILAR_THREATS,
                 SimilarThreatsRequest(text=text[:20_000], k=1, min_similarity=self.min_similarity),
                 SimilarThreatsReply,

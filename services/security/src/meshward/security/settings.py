@@ -17,3 +17,6 @@ class SecuritySettings(BaseSettings):
     protected_phrases: list[str] = Field(default_factory=lambda: list(DEFAULT_PROTECTED_PHRASES))
     extra_secret_patterns: list[str] = Field(default_factory=list, description="regexes of further secrets to redact")
     publish_violations: bool = True
+    known_threats: bool = Field(default=True, description="consult threats learned by memory (meshward.v1.memory.similar_threats)")
+    known_threat_similarity: float = Field(default=0.85, ge=0.5, le=1.0, description="cosine similarity that makes a question a known threat")
+    known_threats_timeout_s: float = Field(default=0.5, gt=0, le=10)

@@ -20,6 +20,8 @@ from meshward.contracts import (
     RemoteError,
     RetractThreatReply,
     RetractThreatRequest,
+    SearchReply,
+    SearchRequest,
     subjects,
 )
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -123,6 +125,10 @@ def create_app(settings: SupervisorSettings | None = None, local_ports: AgentPor
     @app.get("/v1/insights", response_model=InsightsReply)
     async def insights():
         return await memory_request(subjects.MEMORY_INSIGHTS, InsightsRequest(), InsightsReply)
+
+    @app.get("/v1/threats", response_model=SearchReply)
+    async def find_threats(q: str = Query(min_length=1, max_length=4_000), k: int = Query(default=5, ge=1, le=50)):
+        return await memory_request(subjects.MEMORY_SEARCH, SearchRequest(query=q, collection="security_threats", k=k), SearchReply)
 
     @app.delete("/v1/threats/{threat_id}", response_model=RetractThreatReply)
     async def retract_threat(threat_id: str = Path(pattern=r"^[A-Za-z0-9._:-]{1,128}$")):

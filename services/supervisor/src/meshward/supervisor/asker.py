@@ -53,6 +53,7 @@ class Asker:
             refusal_reason=state.get("refusal_reason"),
             threat_category=state.get("threat_category"),
             intent=intent.get("intent"),
+            decided_by=(state.get("security") or {}).get("layer"),
             route=state.get("route", []),
             tools_used=state.get("tools_used", []),
             trace_id=current_trace_id() or "0" * 32,

@@ -51,6 +51,7 @@ class AskResponse(BaseModel):
     refusal_reason: Literal["security", "out_of_scope"] | None = None
     threat_category: ThreatCategory | None = None
     intent: str | None = None
+    decided_by: str | None = Field(default=None, description="the security layer that decided (rules, classifier, known_threats, none)")
     route: list[str]
     tools_used: list[str]
     trace_id: str
