@@ -10,6 +10,7 @@ import pytest
 from meshward.devstack.launcher import Console, Stack
 from meshward.devstack.nats_server import free_port
 
+from tests.fake_upstreams import FakeUpstreams
 from tests.otlp_receiver import OtlpReceiver
 
 
@@ -20,15 +21,23 @@ def otlp():
 
 
 @pytest.fixture(scope="session")
-async def system(otlp):
+def upstreams():
+    with FakeUpstreams() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="session")
+async def system(otlp, upstreams):
     data_dir = Path(tempfile.mkdtemp(prefix="meshward-e2e-"))
     log = open(data_dir / "stack.log", "w")  # noqa: SIM115 - closed at teardown
-    port = free_port()
+    port, mcp_port = free_port(), free_port()
     env = {
         "OTEL_EXPORTER_OTLP_ENDPOINT": otlp.endpoint,
         "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
         "OTEL_BSP_SCHEDULE_DELAY": "200",
         "MESHWARD_LOG_LEVEL": "INFO",
+        "MESHWARD_MCP_PORT": str(mcp_port),
+        **upstreams.env(),
     }
     stack = Stack(data_dir, port, None, Console(log), extra_env=env)
     await stack.start()
@@ -36,7 +45,7 @@ async def system(otlp):
         if not await stack.wait_healthy(timeout=180):
             log.flush()
             pytest.fail("the system did not become healthy:\n" + (data_dir / "stack.log").read_text()[-5000:])
-        yield {"url": f"http://127.0.0.1:{port}", "stack": stack, "data_dir": data_dir, "log": data_dir / "stack.log"}
+        yield {"url": f"http://127.0.0.1:{port}", "mcp_url": f"http://127.0.0.1:{mcp_port}/mcp", "stack": stack, "data_dir": data_dir, "log": data_dir / "stack.log"}
     finally:
         await stack.stop()
         log.close()

@@ -5,15 +5,14 @@ import asyncio
 import uuid
 
 import pytest
-
 from meshward.bus import Bus, BusSettings
 from meshward.contracts import (
     ErrorCode,
     HistoryReply,
     HistoryRequest,
-    InteractionCompleted,
     IntentRequest,
     IntentResult,
+    InteractionCompleted,
     OutputCheckRequest,
     OutputVerdict,
     RemoteError,
@@ -41,6 +40,7 @@ async def bus(nats_url):
 @pytest.fixture
 def env(nats_url, monkeypatch):
     monkeypatch.setenv("MESHWARD_NATS_URL", nats_url)
+    monkeypatch.setenv("MESHWARD_MCP_PORT", "0")  # a free port for the tools service's MCP door
 
 
 async def started(service):

@@ -11,7 +11,7 @@ from meshward.supervisor.planner import ToolCall, parse_chart, plan, resolve_arg
 from tests.unit.supervisor.fakes import FakePorts
 
 ALL_TOOLS = {"calculator", "public_ip", "ip_geolocate", "weather_forecast", "plot", "pdf_extract", "cli_execute"}
-GEO = [{"type": "data", "data": {"lat": 48.85, "lon": 2.35, "city": "Paris", "country": "France"}}, {"type": "text", "text": "Paris, France"}]
+GEO = [{"type": "data", "data": {"latitude": 48.85, "longitude": 2.35, "city": "Paris", "country": "France"}}, {"type": "text", "text": "Paris, France"}]
 WEATHER = [{"type": "text", "text": "12.3 °C now, wind 8.1 km/h"}, {"type": "data", "data": {"temperature_c": 12.3}}]
 
 

@@ -184,7 +184,7 @@ def plan(
     if intent in ("weather", "location"):
         calls = [ToolCall("public_ip", {}, 0), ToolCall("ip_geolocate", {"ip": ref("public_ip", "ip")}, 1)]
         if intent == "weather":
-            calls.append(ToolCall("weather_forecast", {"latitude": ref("ip_geolocate", "lat"), "longitude": ref("ip_geolocate", "lon")}, 2))
+            calls.append(ToolCall("weather_forecast", {"latitude": ref("ip_geolocate", "latitude"), "longitude": ref("ip_geolocate", "longitude")}, 2))
         return Plan(calls=calls, purpose=intent)
     if intent == "chart":
         parsed = parse_chart(question)
@@ -209,7 +209,7 @@ def _weather_answer(results: dict[str, dict[str, Any]], purpose: str) -> str:
     geo = data_of(results.get("ip_geolocate", {}))
     place = ", ".join(str(geo[k]) for k in ("city", "region", "country") if geo.get(k)) or "the data center"
     if purpose == "location":
-        coords = f" ({geo['lat']}, {geo['lon']})" if "lat" in geo and "lon" in geo else ""
+        coords = f" ({geo['latitude']}, {geo['longitude']})" if "latitude" in geo and "longitude" in geo else ""
         return f"The data center is in {place}{coords}, judging by its public IP {data_of(results.get('public_ip', {})).get('ip', '?')}."
     return f"Weather at the data center in {place}: {text_of(results.get('weather_forecast', {}))}"
 

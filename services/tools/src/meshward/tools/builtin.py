@@ -24,7 +24,8 @@ def calculator(args: CalculatorArgs):
     ]
 
 
-def build_registry() -> ToolRegistry:
+def build_registry(full: bool = True) -> ToolRegistry:
+    """The calculator, plus (with `full`) charts, PDFs, the IP/geo/weather clients and host diagnostics."""
     registry = ToolRegistry()
     registry.register(
         Tool(
@@ -35,4 +36,9 @@ def build_registry() -> ToolRegistry:
             timeout_s=2.0,
         )
     )
+    if full:
+        from . import cli, http_apis, pdf, plot, remote
+
+        for tool in [*plot.tools(), *pdf.tools(), *http_apis.tools(), *cli.cli_tools(), *remote.remote_tools()]:
+            registry.register(tool)
     return registry

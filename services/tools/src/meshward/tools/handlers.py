@@ -6,6 +6,8 @@ from meshward.bus.context import current_request_id
 from meshward.contracts import ToolCalled, ToolCallRequest, ToolCatalog, ToolListRequest, ToolResult, subjects
 
 from .builtin import build_registry
+from .mcp_mount import McpMount
+from .mcp_server import McpHttpServer
 from .registry import ToolError, ToolRegistry
 from .settings import ToolsSettings
 
@@ -14,11 +16,33 @@ def create_service(settings: ToolsSettings | None = None, registry: ToolRegistry
     settings = settings or ToolsSettings()
     registry = registry or build_registry()
     service = Service("tools")
-    service.details["tools"] = ",".join(registry.names())
+
+    state: dict = {}
+
+    def tool_called(name: str, ok: bool, duration_ms: float, error_code: str | None) -> None:
+        if settings.publish_events and service.bus is not None:
+            service.bus.emit(subjects.EVENT_TOOL_CALLED, ToolCalled(name=name, ok=ok, duration_ms=duration_ms, error_code=error_code, request_id=current_request_id()))
 
     @service.on_startup
-    async def _stream(svc: Service) -> None:
+    async def _start(svc: Service) -> None:
         await svc.bus.ensure_event_stream()
+        if settings.mount_external:
+            mount = McpMount(registry)
+            await mount.start()  # unreachable servers are logged and retried in the background
+            state["mount"] = mount
+        if settings.serve_mcp:
+            server = McpHttpServer(registry, on_call=tool_called)
+            await server.start()
+            state["mcp"] = server
+            svc.details["mcp"] = server.url
+        svc.details["tools"] = ",".join(registry.names())
+
+    @service.on_shutdown
+    async def _stop(svc: Service) -> None:
+        if "mcp" in state:
+            await state["mcp"].stop()
+        if "mount" in state:
+            await state["mount"].close()
 
     @service.handler(subjects.TOOLS_LIST, ToolListRequest)
     async def list_tools(_: ToolListRequest) -> ToolCatalog:
@@ -35,8 +59,6 @@ def create_service(settings: ToolsSettings | None = None, registry: ToolRegistry
             ok, code = False, str(e.code)
             raise ServiceError(e.code, e.message) from None
         finally:
-            if settings.publish_events:
-                event = ToolCalled(name=req.name, ok=ok, duration_ms=duration, error_code=code, request_id=current_request_id())
-                service.bus.emit(subjects.EVENT_TOOL_CALLED, event)
+            tool_called(req.name, ok, duration, code)
 
     return service

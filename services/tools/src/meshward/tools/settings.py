@@ -7,3 +7,5 @@ class ToolsSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="MESHWARD_TOOLS_", extra="ignore")
 
     publish_events: bool = True
+    serve_mcp: bool = True  # the MCP door on MESHWARD_MCP_HOST:MESHWARD_MCP_PORT (default 127.0.0.1:8090)
+    mount_external: bool = True  # tools of the MCP servers listed in MESHWARD_MCP_SERVERS
