@@ -1,4 +1,5 @@
 """Unit tests for the `pdf_extract` tool (meshward.tools.pdf): real PDFs built here, hostile ones too."""
+
 from __future__ import annotations
 
 import base64
@@ -113,7 +114,11 @@ async def test_extracts_all_pages_with_separators(registry):
     result = await extract(registry, text_pdf(THREE))
     text, data = result.content
     assert isinstance(text, TextContent) and isinstance(data, DataContent)
-    assert text.text.index("--- page 1 ---") < text.text.index("Hello world (page one)") < text.text.index("--- page 2 ---")
+    assert (
+        text.text.index("--- page 1 ---")
+        < text.text.index("Hello world (page one)")
+        < text.text.index("--- page 2 ---")
+    )
     assert "Second page\nline two" in text.text and "Third page: the end" in text.text
     assert data.data["pages"] == 3
     assert data.data["extracted_pages"] == [1, 2, 3]
@@ -226,7 +231,12 @@ async def test_missing_page(registry):
 
 @pytest.mark.parametrize(
     "arguments",
-    [{}, {"content_base64": ""}, {"content_base64": "JVBERi0=", "pages": [0]}, {"content_base64": "JVBERi0=", "password": "x"}],
+    [
+        {},
+        {"content_base64": ""},
+        {"content_base64": "JVBERi0=", "pages": [0]},
+        {"content_base64": "JVBERi0=", "password": "x"},
+    ],
 )
 async def test_argument_validation(registry, arguments):
     with pytest.raises(ToolError) as err:
@@ -258,7 +268,9 @@ def test_decoded_size_limit():
 
 async def test_too_many_requested_pages(registry):
     pages = list(range(1, MAX_REQUESTED_PAGES + 2))
-    await expect_error(registry, text_pdf(THREE), ErrorCode.TOO_LARGE, match=f"at most {MAX_REQUESTED_PAGES}", pages=pages)
+    await expect_error(
+        registry, text_pdf(THREE), ErrorCode.TOO_LARGE, match=f"at most {MAX_REQUESTED_PAGES}", pages=pages
+    )
 
 
 async def test_decompression_bomb(registry):

@@ -1,4 +1,5 @@
 """Unit tests for the `plot` tool (meshward.tools.plot): rendering, bounds and typed errors."""
+
 from __future__ import annotations
 
 import asyncio
@@ -41,7 +42,10 @@ async def call(registry: ToolRegistry, **arguments):
     [
         ({"kind": "bar", "labels": ["a", "b", "c"], "values": [1, 2, 3], "title": "X"}, "bar chart 'X' with 3 points"),
         ({"kind": "line", "values": [3.5, -1, 2.25, 0]}, "line chart with 4 points"),
-        ({"kind": "histogram", "values": [1, 2, 2, 3, 3, 3], "bins": 3, "title": "dist"}, "histogram 'dist' of 6 points in 3 bins"),
+        (
+            {"kind": "histogram", "values": [1, 2, 2, 3, 3, 3], "bins": 3, "title": "dist"},
+            "histogram 'dist' of 6 points in 3 bins",
+        ),
         ({"kind": "bar", "values": [42]}, "bar chart with 1 point"),
     ],
 )
@@ -77,9 +81,15 @@ async def test_extreme_but_allowed_values(registry):
     await call(registry, kind="line", values=[1e15, 1e15 - 1])
 
 
-async def test_concurrent_renders(registry):
+async def test_concurrent_renders():
+    # Thread-safety, not speed: a generous timeout so a loaded CI box does not turn this into a timing test.
+    registry = ToolRegistry()
+    registry.register(tools(PlotLimits(timeout_s=120))[0])
     results = await asyncio.gather(
-        *(call(registry, kind=k, values=list(range(1, 50)), title=f"chart {i}") for i, k in enumerate(["bar", "line", "histogram"] * 2))
+        *(
+            call(registry, kind=k, values=list(range(1, 50)), title=f"chart {i}")
+            for i, k in enumerate(["bar", "line", "histogram"] * 2)
+        )
     )
     assert len(results) == 6
     assert all(png_size(r.content[0]) == (800, 500) for r in results)

@@ -20,6 +20,7 @@ Transport policy, the same for the three upstreams:
 The Tool timeout of each tool is derived from these settings (every attempt plus every backoff, plus 1 s), so the
 registry's deadline never cuts the retry loop short of its own "unreachable" error.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -48,15 +49,13 @@ class HttpApiSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="MESHWARD_HTTP_", extra="ignore", populate_by_name=True)
 
-    ip_api_url: str = Field(
-        default="https://api.ipify.org", validation_alias="MESHWARD_IP_API_URL"
-    )
+    ip_api_url: str = Field(default="https://api.ipify.org", validation_alias="MESHWARD_IP_API_URL")
     geo_api_url: str = Field(default="http://ip-api.com", validation_alias="MESHWARD_GEO_API_URL")
-    weather_api_url: str = Field(
-        default="https://api.open-meteo.com", validation_alias="MESHWARD_WEATHER_API_URL"
-    )
+    weather_api_url: str = Field(default="https://api.open-meteo.com", validation_alias="MESHWARD_WEATHER_API_URL")
     timeout_s: float = Field(default=5.0, gt=0, le=60, description="total deadline of one attempt")
-    retries: int = Field(default=3, ge=0, le=10, description="extra attempts after the first, on transient failures only")
+    retries: int = Field(
+        default=3, ge=0, le=10, description="extra attempts after the first, on transient failures only"
+    )
     backoff_base_s: float = Field(default=0.2, ge=0, le=10)
     backoff_max_s: float = Field(default=2.0, ge=0, le=30)
     geo_cache_ttl_s: float = Field(default=3600.0, ge=0)
@@ -98,11 +97,14 @@ class WeatherForecastArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     latitude: float = Field(ge=-90, le=90, allow_inf_nan=False, description="latitude in decimal degrees, -90..90")
-    longitude: float = Field(ge=-180, le=180, allow_inf_nan=False, description="longitude in decimal degrees, -180..180")
+    longitude: float = Field(
+        ge=-180, le=180, allow_inf_nan=False, description="longitude in decimal degrees, -180..180"
+    )
     days: int = Field(default=3, ge=1, le=7, description="number of forecast days, today included (1..7)")
 
 
 # --------------------------------------------------------------------------- upstream response models
+
 
 class _Lenient(BaseModel):
     model_config = ConfigDict(extra="ignore")
@@ -338,26 +340,35 @@ class HttpApis:
                 last = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
                 continue
             except _TooLarge as e:
-                raise ToolError(ErrorCode.UNAVAILABLE, f"{service} at {host} sent an oversized response ({e})") from None
+                raise ToolError(
+                    ErrorCode.UNAVAILABLE, f"{service} at {host} sent an oversized response ({e})"
+                ) from None
             except httpx.HTTPError as e:  # protocol/decoding errors that a retry will not fix
                 raise ToolError(ErrorCode.UNAVAILABLE, f"{service} at {host} failed: {type(e).__name__}: {e}") from None
             if status >= 500:
                 last = f"HTTP {status}"
                 continue
             if status == 404:
-                raise ToolError(ErrorCode.NOT_FOUND, f"{service} at {host}: not found (HTTP 404): {_upstream_reason(body)}")
+                raise ToolError(
+                    ErrorCode.NOT_FOUND, f"{service} at {host}: not found (HTTP 404): {_upstream_reason(body)}"
+                )
             if status == 429:
-                raise ToolError(ErrorCode.UNAVAILABLE, f"{service} at {host} is rate-limiting us (HTTP 429); try again later")
+                raise ToolError(
+                    ErrorCode.UNAVAILABLE, f"{service} at {host} is rate-limiting us (HTTP 429); try again later"
+                )
             if 400 <= status < 500:
                 raise ToolError(
-                    ErrorCode.BAD_REQUEST, f"{service} at {host} rejected the request (HTTP {status}): {_upstream_reason(body)}"
+                    ErrorCode.BAD_REQUEST,
+                    f"{service} at {host} rejected the request (HTTP {status}): {_upstream_reason(body)}",
                 )
             if not 200 <= status < 300:
                 raise ToolError(ErrorCode.UNAVAILABLE, f"{service} at {host} answered an unexpected HTTP {status}")
             try:
                 return json.loads(body)
             except ValueError:
-                raise ToolError(ErrorCode.UNAVAILABLE, f"{service} at {host} returned a malformed response (not JSON)") from None
+                raise ToolError(
+                    ErrorCode.UNAVAILABLE, f"{service} at {host} returned a malformed response (not JSON)"
+                ) from None
         plural = "s" if attempts != 1 else ""
         raise ToolError(ErrorCode.UNAVAILABLE, f"{service} unreachable at {host}: {last} ({attempts} attempt{plural})")
 
@@ -368,7 +379,9 @@ class HttpApis:
         except ValidationError as e:
             first = e.errors()[0]
             loc = ".".join(str(p) for p in first.get("loc", ())) or "body"
-            raise ToolError(ErrorCode.UNAVAILABLE, f"{service} returned a malformed response: {loc}: {first.get('msg')}") from None
+            raise ToolError(
+                ErrorCode.UNAVAILABLE, f"{service} returned a malformed response: {loc}: {first.get('msg')}"
+            ) from None
 
     # ----------------------------------------------------------------- tools
 
@@ -378,7 +391,9 @@ class HttpApis:
         try:
             ip = ipaddress.ip_address(parsed.ip.strip())
         except ValueError:
-            raise ToolError(ErrorCode.UNAVAILABLE, f"public IP service returned a malformed address: {parsed.ip[:60]!r}") from None
+            raise ToolError(
+                ErrorCode.UNAVAILABLE, f"public IP service returned a malformed address: {parsed.ip[:60]!r}"
+            ) from None
         return [
             TextContent(text=f"The public IP address of this deployment is {ip.compressed} (IPv{ip.version})."),
             DataContent(data={"ip": ip.compressed, "version": ip.version}),
@@ -389,7 +404,10 @@ class HttpApis:
         if ip.version == 6 and ip.ipv4_mapped is not None:
             ip = ip.ipv4_mapped
         if not ip.is_global:
-            raise ToolError(ErrorCode.BAD_REQUEST, f"private address: {ip.compressed} is not publicly routable, so it has no location")
+            raise ToolError(
+                ErrorCode.BAD_REQUEST,
+                f"private address: {ip.compressed} is not publicly routable, so it has no location",
+            )
         key = ip.compressed
         cached = self.geo_cache.get(key)
         if cached is not None:
@@ -424,7 +442,9 @@ class HttpApis:
 
     @staticmethod
     def _geo_content(location: dict[str, Any], *, cached: bool):
-        place = ", ".join(p for p in (location["city"], location["region"], location["country"]) if p) or "an unnamed place"
+        place = (
+            ", ".join(p for p in (location["city"], location["region"], location["country"]) if p) or "an unnamed place"
+        )
         tz = f"; timezone {location['timezone']}" if location.get("timezone") else ""
         text = f"{location['ip']} is located in {place} ({_coord(location['latitude'])}, {_coord(location['longitude'])}{tz})."
         return [TextContent(text=text), DataContent(data={**location, "cached": cached})]
@@ -455,7 +475,9 @@ class HttpApis:
             n = len(d.time)
             for name in ("temperature_2m_max", "temperature_2m_min", "precipitation_sum"):
                 if len(getattr(d, name)) not in (0, n):
-                    raise ToolError(ErrorCode.UNAVAILABLE, f"weather service returned a malformed response: daily.{name} length")
+                    raise ToolError(
+                        ErrorCode.UNAVAILABLE, f"weather service returned a malformed response: daily.{name} length"
+                    )
 
             def at(values: list[float | None], i: int) -> float | None:
                 return values[i] if values else None
@@ -504,9 +526,13 @@ class HttpApis:
                 "weather_code": cur.weather_code,
                 "condition": condition,
             },
-            "current_units": {k: cu[k] for k in ("temperature_2m", "wind_speed_10m", "relative_humidity_2m") if k in cu},
+            "current_units": {
+                k: cu[k] for k in ("temperature_2m", "wind_speed_10m", "relative_humidity_2m") if k in cu
+            },
             "daily": days,
-            "daily_units": {k: du[k] for k in ("temperature_2m_max", "temperature_2m_min", "precipitation_sum") if k in du},
+            "daily_units": {
+                k: du[k] for k in ("temperature_2m_max", "temperature_2m_min", "precipitation_sum") if k in du
+            },
         }
         return [TextContent(text=text), DataContent(data=data)]
 

@@ -18,6 +18,7 @@ pypdf are skipped):
 Errors: not base64 / not a PDF (no ``%PDF-`` header) / malformed / encrypted with a password / bad page numbers ->
 ``bad_request``; over a size, page-count or decompression bound -> ``too_large``.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -98,11 +99,15 @@ def decode_pdf(content_base64: str, limits: PdfLimits) -> bytes:
     max_b64 = _b64_len(limits.max_bytes)
     # A generous first bound on the raw string (line breaks are allowed in base64) before copying anything.
     if len(content_base64) > max_b64 + max_b64 // 20 + 1024:
-        raise ToolError(ErrorCode.TOO_LARGE, f"pdf_extract: the PDF is over the {limits.max_bytes // (1024 * 1024)} MB limit")
+        raise ToolError(
+            ErrorCode.TOO_LARGE, f"pdf_extract: the PDF is over the {limits.max_bytes // (1024 * 1024)} MB limit"
+        )
     s = _DATA_URL.sub("", content_base64.strip(), count=1)
     s = "".join(s.split())
     if len(s) > max_b64:
-        raise ToolError(ErrorCode.TOO_LARGE, f"pdf_extract: the PDF is over the {limits.max_bytes // (1024 * 1024)} MB limit")
+        raise ToolError(
+            ErrorCode.TOO_LARGE, f"pdf_extract: the PDF is over the {limits.max_bytes // (1024 * 1024)} MB limit"
+        )
     if len(s) % 4:
         s += "=" * (-len(s) % 4)  # tolerate missing padding
     try:
@@ -110,7 +115,9 @@ def decode_pdf(content_base64: str, limits: PdfLimits) -> bytes:
     except (binascii.Error, ValueError):
         raise ToolError(ErrorCode.BAD_REQUEST, "pdf_extract: content_base64 is not valid base64") from None
     if len(data) > limits.max_bytes:
-        raise ToolError(ErrorCode.TOO_LARGE, f"pdf_extract: the PDF is over the {limits.max_bytes // (1024 * 1024)} MB limit")
+        raise ToolError(
+            ErrorCode.TOO_LARGE, f"pdf_extract: the PDF is over the {limits.max_bytes // (1024 * 1024)} MB limit"
+        )
     if b"%PDF-" not in data[:1024]:
         raise ToolError(ErrorCode.BAD_REQUEST, "pdf_extract: not a PDF (no %PDF- header)")
     return data
@@ -177,7 +184,9 @@ def extract_text(data: bytes, pages: list[int] | None, limits: PdfLimits, cancel
         except ToolError:
             raise
         except LimitReachedError as e:
-            raise ToolError(ErrorCode.TOO_LARGE, f"pdf_extract: the PDF structure is over a safety limit ({e})") from None
+            raise ToolError(
+                ErrorCode.TOO_LARGE, f"pdf_extract: the PDF structure is over a safety limit ({e})"
+            ) from None
         except RecursionError:
             raise _bad("malformed PDF (nesting too deep)") from None
         except Exception as e:  # pypdf raises many types on hostile input (PdfReadError, KeyError, ValueError...)
@@ -213,13 +222,22 @@ def extract_text(data: bytes, pages: list[int] | None, limits: PdfLimits, cancel
             if not text.strip():
                 empty.append(number)
             total += len(text)
-            parts.append(f"--- page {number} ---\n{text.strip() or '(no extractable text: scanned image or empty page)'}")
+            parts.append(
+                f"--- page {number} ---\n{text.strip() or '(no extractable text: scanned image or empty page)'}"
+            )
             extracted.append(number)
 
     body = "\n\n".join(parts)
     if truncated:
         body += f"\n\n[truncated: {len(extracted)} of {n_total} pages extracted, {total} characters; ask for specific pages with `pages`]"
-    meta = {"pages": n_total, "extracted_pages": extracted, "truncated": truncated, "chars": total, "empty_pages": empty, "encrypted": encrypted}
+    meta = {
+        "pages": n_total,
+        "extracted_pages": extracted,
+        "truncated": truncated,
+        "chars": total,
+        "empty_pages": empty,
+        "encrypted": encrypted,
+    }
     return body, meta
 
 

@@ -13,6 +13,7 @@ Rendering uses the object-oriented ``Figure`` API (no pyplot global state) on th
 (matplotlib's text/font caches are not guaranteed thread-safe; rendering is CPU-bound and GIL-bound anyway), in a
 worker thread (``asyncio.to_thread``) so the event loop keeps serving other requests.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -76,7 +77,9 @@ class PlotArgs(BaseModel):
             if self.labels:
                 raise ValueError("a histogram takes values only; labels must be empty")
         elif self.labels and len(self.labels) != len(self.values):
-            raise ValueError(f"{len(self.labels)} labels for {len(self.values)} values; give one label per value or none")
+            raise ValueError(
+                f"{len(self.labels)} labels for {len(self.values)} values; give one label per value or none"
+            )
         return self
 
 
@@ -124,7 +127,10 @@ def _render_png(args: PlotArgs, limits: PlotLimits) -> bytes:
         ax.set_xticks(ticks)
         rotate = any(len(labels[i]) > 6 for i in ticks) or len(ticks) > 12
         ax.set_xticklabels(
-            [labels[i] for i in ticks], rotation=45 if rotate else 0, ha="right" if rotate else "center", parse_math=False
+            [labels[i] for i in ticks],
+            rotation=45 if rotate else 0,
+            ha="right" if rotate else "center",
+            parse_math=False,
         )
         ax.grid(axis="y", alpha=0.3)
     if args.title:
