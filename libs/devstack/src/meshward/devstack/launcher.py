@@ -67,6 +67,10 @@ class Stack:
         env.setdefault("MESHWARD_DATABASE_URL", f"sqlite+aiosqlite:///{self.data_dir / 'memory.db'}")
         env.setdefault("MESHWARD_CHECKPOINT_DB", str(self.data_dir / "checkpoints.db"))
         env.setdefault("MESHWARD_CHROMA_PATH", str(self.data_dir / "chroma"))
+        # Five processes share the cores: a BLAS or ONNX thread pool per process would
+        # oversubscribe them (measured: a MiniLM encode at 35 ms with one thread, 1.5 s with two under load).
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            env.setdefault(var, "1")
         env.update(self.extra_env)
         return env
 

@@ -5,7 +5,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class MemorySettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="MESHWARD_MEMORY_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="MESHWARD_MEMORY_", extra="ignore", populate_by_name=True)
 
     database_url: str = Field(
         default="sqlite+aiosqlite:///var/memory.db",
