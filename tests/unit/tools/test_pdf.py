@@ -247,14 +247,41 @@ async def test_argument_validation(registry, arguments):
 # --------------------------------------------------------------------------- bounds: too_large
 
 
+def spy_content_parsing(monkeypatch) -> list[dict]:
+    """Record every content-stream parse pypdf starts: how many operations it parsed, and how it ended."""
+    parses: list[dict] = []
+    real = pypdf.generic.ContentStream._parse_content_stream
+
+    def spy(self, stream):
+        record = {"operations": 0, "error": None}
+        parses.append(record)
+        try:
+            return real(self, stream)
+        except Exception as e:
+            record["error"] = str(e)
+            raise
+        finally:
+            record["operations"] = len(self._operations)
+
+    monkeypatch.setattr(pypdf.generic.ContentStream, "_parse_content_stream", spy)
+    return parses
+
+
 async def test_oversized_base64_rejected_before_decoding(registry, monkeypatch):
     def no_decode(*_a, **_k):
         raise AssertionError("decoded an oversized payload")
 
+    class NoNormalising:
+        def sub(self, *_a, **_k):
+            raise AssertionError("normalised (copied) an oversized payload")
+
+    def no_parse(*_a, **_k):
+        raise AssertionError("parsed an oversized payload")
+
     monkeypatch.setattr(pdf_mod.base64, "b64decode", no_decode)
-    start = time.perf_counter()
+    monkeypatch.setattr(pdf_mod, "_DATA_URL", NoNormalising())  # the first step after the raw length check
+    monkeypatch.setattr(pdf_mod, "extract_text", no_parse)
     await expect_error(registry, "A" * 15_000_000, ErrorCode.TOO_LARGE, match="10 MB")
-    assert time.perf_counter() - start < 5.0
 
 
 def test_decoded_size_limit():
@@ -273,23 +300,27 @@ async def test_too_many_requested_pages(registry):
     )
 
 
-async def test_decompression_bomb(registry):
-    # ~30 KB on the wire, 21 MB once inflated: stopped at the per-stream inflate limit, in milliseconds.
+async def test_decompression_bomb(registry, monkeypatch):
+    # ~30 KB on the wire, 21 MB once inflated: stopped at the per-stream inflate limit, before any parsing.
     bomb = build_pdf([b"BT /F1 12 Tf 72 720 Td " + b"(A) Tj " * 3_000_000 + b"ET"], compress=True)
     assert len(bomb) < 50_000
-    start = time.perf_counter()
-    await expect_error(registry, bomb, ErrorCode.TOO_LARGE, match="possible PDF bomb")
-    assert time.perf_counter() - start < 5.0
+    parses = spy_content_parsing(monkeypatch)
+    err = await expect_error(registry, bomb, ErrorCode.TOO_LARGE, match="possible PDF bomb")
+    assert "Limit reached while decompressing" in err.message  # pypdf's inflate cap (max_stream_bytes) fired
+    assert parses == []  # inflating stopped at the limit, so the content stream was never parsed nor interpreted
 
 
-async def test_parse_work_bomb():
+async def test_parse_work_bomb(monkeypatch):
     # Inflates to under the byte limit but is all tiny tokens: pypdf's parse budget (tightened here) stops it.
     reg = ToolRegistry()
     reg.register(tools(PdfLimits(max_stream_tokens=50_000))[0])
     bomb = build_pdf([b"BT /F1 12 Tf 72 720 Td " + b"(A) Tj " * 200_000 + b"ET"], compress=True)
-    start = time.perf_counter()
+    parses = spy_content_parsing(monkeypatch)
     await expect_error(reg, bomb, ErrorCode.TOO_LARGE, match="possible PDF bomb")
-    assert time.perf_counter() - start < 5.0
+    # one parse of the one content stream, stopped by the token budget after at most 50k of its 400k+ tokens
+    (parse,) = parses
+    assert parse["error"] == "Reached maximum number of tokens per stream."
+    assert parse["operations"] <= 50_000
 
 
 async def test_operator_budgets():
