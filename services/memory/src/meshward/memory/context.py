@@ -212,11 +212,12 @@ class ExtractiveSummarizer:
     """Deterministic, model-free summariser: picks the most informative sentences within a token budget.
 
     Units are the previous summary's lines, each folded turn's question, and the sentences of its
-    answer. A word's weight is its frequency over the conversation (repeats included) times a smoothed inverse unit frequency;
-    a unit scores the sum of its distinct words' weights over the square root of their number, raised
-    for later units, for questions and for repeated sentences. Units are picked greedily by score (lazily re-scored: a picked
-    unit halves its words' weights, so repeats lose out) while they fit the budget, then written in
-    conversation order under :data:`SUMMARY_HEADER`. Repeated turns and repeated sentences are dropped.
+    answer. A word's weight is its frequency over the conversation (repeats included) times a smoothed
+    inverse unit frequency; a unit scores the sum of its distinct words' weights over the square root
+    of their number, raised for later units, for questions and for repeated sentences. Units are picked
+    greedily by score (lazily re-scored: a picked unit halves its words' weights, so near-repeats lose
+    out) while they fit the budget, then written in conversation order under :data:`SUMMARY_HEADER`.
+    Repeated turns and repeated sentences are written once.
     """
 
     def __init__(self, count_tokens: CountTokens) -> None:

@@ -228,6 +228,7 @@ class SemanticMemory:
 
     def __init__(self, client: ClientAPI, embedding_function: MiniLMEmbeddingFunction | None = None) -> None:
         self._client = client
+        self._closed = False
         self._ef = embedding_function or MiniLMEmbeddingFunction()
         self._collections: dict[str, Collection] = {}
         for name in COLLECTIONS:
@@ -269,7 +270,9 @@ class SemanticMemory:
 
     def close(self) -> None:
         """Release the client (for a PersistentClient: its SQLite handles, once no other client shares them)."""
-        _close_client(self._client)
+        if not self._closed:
+            self._closed = True
+            _close_client(self._client)
 
     async def aclose(self) -> None:
         await asyncio.to_thread(self.close)
@@ -388,14 +391,22 @@ class SemanticMemory:
                         "until it is re-embedded", collection.name, stored, self._ef.encoder.model_version)
 
 
-def _http_session(client: ClientAPI) -> Any:
-    # chromadb's HTTP API object keeps an httpx.Client that it neither bounds in time nor closes.
-    return getattr(getattr(client, "_server", None), "_session", None)
+def _http_sessions(client: ClientAPI) -> list[Any]:
+    # chromadb's HTTP API objects (the client's, and its admin client's) each keep an httpx.Client that
+    # chromadb neither bounds in time nor closes on close(); reach them best-effort.
+    sessions = []
+    for owner in (client, getattr(client, "_admin_client", None)):
+        try:
+            session = getattr(getattr(owner, "_server", None), "_session", None)
+        except Exception:  # noqa: BLE001 - a released system raises KeyError here
+            session = None
+        if session is not None and hasattr(session, "close"):
+            sessions.append(session)
+    return sessions
 
 
 def _bound_http_timeout(client: ClientAPI) -> None:
-    session = _http_session(client)
-    if session is not None and hasattr(session, "timeout"):
+    for session in _http_sessions(client):
         try:
             session.timeout = HTTP_TIMEOUT_S
         except Exception:  # noqa: BLE001 - a chromadb internals change must not stop the service
@@ -403,8 +414,8 @@ def _bound_http_timeout(client: ClientAPI) -> None:
 
 
 def _close_client(client: ClientAPI) -> None:
-    session = _http_session(client)
-    for close in (getattr(client, "close", None), getattr(session, "close", None)):
+    sessions = _http_sessions(client)  # before close(): the systems are unreachable afterwards
+    for close in (getattr(client, "close", None), *(s.close for s in sessions)):
         if close is not None:
             try:
                 close()
