@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import logging
 import time
 from typing import TypeVar
@@ -10,25 +11,32 @@ from typing import TypeVar
 from meshward.contracts import ErrorCode, ErrorReply, Event, Message, RemoteError
 from meshward.contracts.subjects import EVENTS_ALL, EVENTS_STREAM, HDR_ERROR, HDR_MSG_ID
 from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
-from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import RetentionPolicy, StorageType, StreamConfig
-from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
+from opentelemetry.trace import SpanKind, Status, StatusCode
 from pydantic import ValidationError
 
 from . import context
+from .deadlines import Deadlines
 from .settings import BusSettings
-from .tracing import inject_headers, tracer
+from .tracing import end_soon, inject_headers, inject_span, tracer
 
 log = logging.getLogger(__name__)
 R = TypeVar("R", bound=Message)
 
 _tracer = tracer("meshward.bus")
+_STATUS, _NO_RESPONDERS = "Status", "503"  # the server's answer to a request nobody subscribes to
 
 
 @functools.lru_cache(maxsize=1024)
 def _attributes(subject: str) -> dict[str, str]:
     return {"messaging.system": "nats", "messaging.destination.name": subject}
+
+
+def _time_out(reply: asyncio.Future) -> None:
+    if not reply.done():
+        reply.set_exception(TimeoutError())
 
 
 async def connect(settings: BusSettings, name: str) -> NATS:
@@ -83,6 +91,10 @@ class Bus:
         self.settings = settings
         self._js = nc.jetstream()
         self._pending_events: set[asyncio.Task] = set()
+        self._inbox: str | None = None  # "<inbox>." : the prefix of this connection's reply subjects
+        self._tokens = itertools.count()
+        self._waiting: dict[str, asyncio.Future] = {}
+        self._deadlines = Deadlines(_time_out)
 
     @classmethod
     async def connect(cls, settings: BusSettings | None = None, name: str = "meshward") -> Bus:
@@ -104,32 +116,65 @@ class Bus:
         """
         payload = body.model_dump_json().encode()
         budget = context.remaining(timeout or self.settings.request_timeout_s)
-        deadline = time.time() + budget
+        loop = asyncio.get_running_loop()
+        until = loop.time() + budget
         span = _tracer.start_span(f"send {subject}", kind=SpanKind.CLIENT, attributes=_attributes(subject))
         try:
             if budget <= 0:
                 raise RemoteError(ErrorReply.of(ErrorCode.DEADLINE_EXCEEDED, f"no time left to call {subject}"))
             headers: dict[str, str] = {}
-            inject_headers(headers, set_span_in_context(span))
-            context.to_headers(headers, deadline, context.current_request_id())
+            inject_span(headers, span)
+            context.to_headers(headers, time.time() + budget, context.current_request_id())
             attempt = 0
             while True:
                 try:
-                    msg = await self.nc.request(subject, payload, timeout=max(deadline - time.time(), 0.001), headers=headers)
+                    msg = await self._roundtrip(subject, payload, headers, until)
                     return decode_reply(msg.data, msg.headers, reply_type)
                 except NoRespondersError:
                     attempt += 1
-                    if attempt > retries or time.time() >= deadline:
+                    if attempt > retries or loop.time() >= until:
                         raise RemoteError(ErrorReply.of(ErrorCode.UNAVAILABLE, f"no service answers {subject}; is it running?")) from None
-                    await asyncio.sleep(min(0.05 * attempt, max(deadline - time.time(), 0)))
-                except NatsTimeout:
+                    await asyncio.sleep(min(0.05 * attempt, max(until - loop.time(), 0)))
+                except TimeoutError:
                     raise RemoteError(ErrorReply.of(ErrorCode.DEADLINE_EXCEEDED, f"{subject} did not answer within {budget:.2f}s")) from None
         except RemoteError as e:
             span.set_status(Status(StatusCode.ERROR, e.error.message))
             span.set_attribute("meshward.error.code", str(e.error.code))
             raise
         finally:
-            span.end()
+            end_soon(span)
+
+    async def _roundtrip(self, subject: str, payload: bytes, headers: dict[str, str], until: float) -> Msg:
+        """Publish with a reply subject and wait for the reply until `until` (loop time).
+
+        What nc.request does, minus a loop pass and a timer per request: the reply subscription
+        resolves the waiting future itself (nc.request adds wait_for's own future and callback),
+        and all requests share one deadline timer.
+        """
+        if self._inbox is None:
+            self._inbox = f"{self.nc.new_inbox()}."
+            try:
+                await self.nc.subscribe(f"{self._inbox}*", cb=self._on_reply)
+            except BaseException:
+                self._inbox = None
+                raise
+        token = str(next(self._tokens))
+        reply = self._waiting[token] = asyncio.get_running_loop().create_future()
+        self._deadlines.add(reply, until)
+        try:
+            await self.nc.publish(subject, payload, reply=self._inbox + token, headers=headers)
+            msg = await reply
+        finally:
+            del self._waiting[token]
+            self._deadlines.discard(reply)
+        if msg.headers and msg.headers.get(_STATUS) == _NO_RESPONDERS:
+            raise NoRespondersError
+        return msg
+
+    async def _on_reply(self, msg: Msg) -> None:
+        reply = self._waiting.get(msg.subject[len(self._inbox):])
+        if reply is not None and not reply.done():
+            reply.set_result(msg)
 
     async def ensure_event_stream(self, max_age_s: float = 7 * 24 * 3600) -> None:
         """Create (or update) the events stream: file storage, limits retention, 2-minute de-dup window."""

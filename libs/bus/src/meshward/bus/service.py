@@ -14,6 +14,9 @@ sent back. Handlers never see NATS.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
+import gc
 import logging
 import os
 import signal
@@ -27,14 +30,16 @@ from meshward.contracts import ErrorCode, ErrorReply, HealthReply, HealthRequest
 from meshward.contracts.subjects import HDR_ERROR, health
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 from opentelemetry import context as otel_context
 from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
 from pydantic import ValidationError
 
 from . import context
 from .client import Bus
+from .deadlines import Deadlines
 from .settings import BusSettings
-from .tracing import current_trace_id, extract_context, setup_tracing, shutdown_tracing, tracer
+from .tracing import current_trace_id, end_soon, extract_context, setup_tracing, shutdown_tracing, tracer
 
 log = logging.getLogger(__name__)
 _tracer = tracer("meshward.bus")
@@ -58,6 +63,7 @@ class _Route:
     subject: str
     request_type: type[Message]
     handler: Handler
+    span_name: str
     attributes: dict[str, str]
 
 
@@ -68,6 +74,79 @@ def _validation_summary(e: ValidationError) -> str:
         parts.append(f"{loc}: {err.get('msg')}")
     more = e.error_count() - len(parts)
     return "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")
+
+
+@functools.cache
+def _freeze_startup_objects() -> None:
+    """Once per process, take what start-up allocated (modules, settings, clients) out of the
+    garbage collector's full passes.
+
+    Tracing keeps thousands of span objects alive at a time (the batch processor's queue), which
+    makes full collections frequent; each one would re-scan every object of the process (tens of
+    milliseconds in a loaded service) for objects that live as long as it does.
+    """
+    gc.collect()
+    gc.freeze()
+
+
+class _Workers:
+    """Runs one subscription's requests on at most `limit` long-lived worker tasks.
+
+    The workers take messages straight from the subscription's pending queue (nats-py internals,
+    kept in step the way its own reader task does): the callback API would cost a loop pass per
+    message, as nats-py awaits the callback before taking the next message, so the callback could
+    only hand it on; the message iterator costs a task per message. While under the bound one
+    worker always waits for the next message, so requests run concurrently. A worker whose handler
+    left a context variable set retires, so that no request sees another's context.
+    """
+
+    def __init__(self, sub: Subscription, limit: int, handle: Callable[[Msg], Awaitable[None]]):
+        self._sub = sub
+        self._queue: asyncio.Queue[Msg] = sub._pending_queue
+        self._limit = limit
+        self._handle = handle
+        self._tasks: set[asyncio.Task] = set()
+        self._waiting: set[asyncio.Task] = set()  # idle, or started and not yet idle
+        self._clean = contextvars.copy_context()
+        self._closed = False
+        self._spawn()
+
+    def _spawn(self) -> None:
+        task = asyncio.create_task(self._work(), context=self._clean.copy())
+        self._tasks.add(task)
+        self._waiting.add(task)
+
+    async def _work(self) -> None:
+        me = asyncio.current_task()
+        try:
+            while not self._closed:
+                self._waiting.add(me)
+                try:
+                    msg = await self._queue.get()
+                finally:
+                    self._waiting.discard(me)
+                self._sub._pending_size -= len(msg.data)
+                if not self._waiting and len(self._tasks) < self._limit:
+                    self._spawn()
+                try:
+                    await self._handle(msg)
+                except Exception:  # noqa: BLE001 - a bug in the runtime itself; keep serving
+                    log.exception("request on %s failed", self._sub.subject)
+                finally:
+                    self._queue.task_done()
+                if contextvars.copy_context() != self._clean:
+                    break
+        finally:
+            self._tasks.discard(me)
+        if not self._closed and not self._waiting:
+            self._spawn()
+
+    def close(self) -> set[asyncio.Task]:
+        """Stop taking messages: idle workers stop, busy ones finish their request. Returns the tasks to wait for."""
+        self._closed = True
+        for task in self._waiting:
+            task.cancel()
+        return set(self._tasks)
 
 
 class Service:
@@ -83,8 +162,9 @@ class Service:
         self._startup: list[Hook] = []
         self._shutdown: list[Hook] = []
         self._subs: list = []
-        self._inflight: set[asyncio.Task] = set()
-        self._sem = asyncio.Semaphore(self.settings.max_concurrency)
+        self._pools: list[_Workers] = []
+        self._deadlines = Deadlines(self._expire)
+        self._expired: set[asyncio.Task] = set()
         self._stop = asyncio.Event()
         self.handler(health(name), HealthRequest)(self._health)
 
@@ -92,7 +172,7 @@ class Service:
     def handler(self, subject: str, request_type: type[Message]):
         def register(fn: Handler) -> Handler:
             attributes = {"messaging.system": "nats", "messaging.destination.name": subject, "meshward.service": self.name}
-            self._routes.append(_Route(subject, request_type, fn, attributes))
+            self._routes.append(_Route(subject, request_type, fn, f"process {subject}", attributes))
             return fn
 
         return register
@@ -120,7 +200,7 @@ class Service:
     async def _dispatch(self, nc: NATS, route: _Route, msg: Msg) -> None:
         headers = msg.headers
         deadline, request_id = context.from_headers(headers)
-        span = _tracer.start_span(f"process {route.subject}", context=extract_context(headers), kind=SpanKind.SERVER, attributes=route.attributes)
+        span = _tracer.start_span(route.span_name, context=extract_context(headers), kind=SpanKind.SERVER, attributes=route.attributes)
         token = otel_context.attach(set_span_in_context(span))
         d_token = context.set_deadline(deadline)
         r_token = context.set_request_id(request_id)
@@ -136,50 +216,57 @@ class Service:
             context.reset_request_id(r_token)
             context.reset_deadline(d_token)
             otel_context.detach(token)
-            span.end()
+            end_soon(span)
+
+    def _fail(self, code: ErrorCode, message: str) -> ErrorReply:
+        return ErrorReply.of(code, message, service=self.name, trace_id=current_trace_id())
 
     async def _run(self, route: _Route, msg: Msg, deadline: float | None) -> Message:
-        def fail(code: ErrorCode, message: str) -> ErrorReply:
-            return ErrorReply.of(code, message, service=self.name, trace_id=current_trace_id())
-
         if len(msg.data) > self.settings.max_request_bytes:
-            return fail(ErrorCode.TOO_LARGE, f"request is {len(msg.data)} bytes; the limit is {self.settings.max_request_bytes}")
+            return self._fail(ErrorCode.TOO_LARGE, f"request is {len(msg.data)} bytes; the limit is {self.settings.max_request_bytes}")
         left = None if deadline is None else deadline - time.time()
         if left is not None and left <= 0:
-            return fail(ErrorCode.DEADLINE_EXCEEDED, "the caller's deadline passed before the request was handled")
+            return self._fail(ErrorCode.DEADLINE_EXCEEDED, "the caller's deadline passed before the request was handled")
         try:
             request = route.request_type.model_validate_json(msg.data)
         except ValidationError as e:
-            return fail(ErrorCode.BAD_REQUEST, f"invalid {route.request_type.__name__}: {_validation_summary(e)}")
+            return self._fail(ErrorCode.BAD_REQUEST, f"invalid {route.request_type.__name__}: {_validation_summary(e)}")
         try:
             if left is None:
                 return await route.handler(request)
-            async with asyncio.timeout(left):
-                return await route.handler(request)
+            return await self._call_within(route.handler(request), asyncio.get_running_loop().time() + left)
         except TimeoutError:
-            return fail(ErrorCode.DEADLINE_EXCEEDED, f"{self.name} ran out of time on {route.subject}")
+            return self._fail(ErrorCode.DEADLINE_EXCEEDED, f"{self.name} ran out of time on {route.subject}")
         except ServiceError as e:
-            return fail(e.code, e.message)
+            return self._fail(e.code, e.message)
         except RemoteError as e:
-            return fail(e.error.code, e.error.message)
+            return self._fail(e.error.code, e.error.message)
         except Exception:  # noqa: BLE001 - a bug: logged with its trace id, never sent as a traceback
             log.exception("handler for %s failed", route.subject)
-            return fail(ErrorCode.INTERNAL, f"{self.name} failed on {route.subject}; see its logs for trace {current_trace_id()}")
+            return self._fail(ErrorCode.INTERNAL, f"{self.name} failed on {route.subject}; see its logs for trace {current_trace_id()}")
 
-    def _callback(self, nc: NATS, route: _Route):
-        sem = self._sem
-        inflight = self._inflight
+    async def _call_within(self, call: Awaitable[Message], until: float) -> Message:
+        """Await the handler; cancel it and raise TimeoutError if `until` (loop time) passes first.
 
-        async def on_message(msg: Msg) -> None:
-            # nats-py awaits this callback before delivering the next message of the
-            # subscription; hand the work to a task so requests run concurrently,
-            # and wait only for a free slot (the bound).
-            await sem.acquire()
-            task = asyncio.create_task(self._dispatch(nc, route, msg))
-            inflight.add(task)
-            task.add_done_callback(lambda t: (inflight.discard(t), sem.release()))
+        asyncio.timeout semantics, on the service's shared deadline timer.
+        """
+        task = asyncio.current_task()
+        self._deadlines.add(task, until)
+        try:
+            return await call
+        except asyncio.CancelledError:
+            if task in self._expired and task.cancelling() == 1:  # ours alone, not a stop
+                raise TimeoutError from None
+            raise
+        finally:
+            self._deadlines.discard(task)
+            if task in self._expired:
+                self._expired.discard(task)
+                task.uncancel()
 
-        return on_message
+    def _expire(self, task: asyncio.Task) -> None:
+        self._expired.add(task)
+        task.cancel()
 
     # lifecycle ----------------------------------------------------------
     async def start(self) -> None:
@@ -189,8 +276,11 @@ class Service:
         nc = self.bus.nc
         queue = self.settings.queue_group or self.name
         for route in self._routes:
-            self._subs.append(await nc.subscribe(route.subject, queue=queue, cb=self._callback(nc, route)))
+            sub = await nc.subscribe(route.subject, queue=queue)
+            self._subs.append(sub)
+            self._pools.append(_Workers(sub, self.settings.max_concurrency, functools.partial(self._dispatch, nc, route)))
         await nc.flush()
+        _freeze_startup_objects()
         self.ready = True
         log.info("%s serving %d subjects (queue %s)", self.name, len(self._routes), queue)
 
@@ -202,8 +292,9 @@ class Service:
                 await sub.unsubscribe()
             except Exception:  # noqa: BLE001 - connection already gone
                 pass
-        if self._inflight:
-            await asyncio.wait(set(self._inflight), timeout=self.settings.drain_timeout_s)
+        workers = {task for pool in self._pools for task in pool.close()}
+        if workers:
+            await asyncio.wait(workers, timeout=self.settings.drain_timeout_s)
         for hook in reversed(self._shutdown):
             try:
                 await hook(self)

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -12,11 +14,16 @@ DEFAULT_PROTECTED_PHRASES = [
 
 
 class SecuritySettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="MESHWARD_SECURITY_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="MESHWARD_SECURITY_", extra="ignore", protected_namespaces=())
 
     protected_phrases: list[str] = Field(default_factory=lambda: list(DEFAULT_PROTECTED_PHRASES))
     extra_secret_patterns: list[str] = Field(default_factory=list, description="regexes of further secrets to redact")
     publish_violations: bool = True
     known_threats: bool = Field(default=True, description="consult threats learned by memory (meshward.v1.memory.similar_threats)")
     known_threat_similarity: float = Field(default=0.85, ge=0.5, le=1.0, description="cosine similarity that makes a question a known threat")
-    known_threats_timeout_s: float = Field(default=0.5, gt=0, le=10)
+    known_threats_timeout_s: float = Field(default=1.5, gt=0, le=10, description="memory slower than this: the layer abstains")
+    classifier: bool = Field(default=True, description="run the fine-tuned classifier after the rules (`meshward train security`)")
+    model_dir: Path | None = Field(default=None, description="a built security model folder; the cache entry when unset")
+    threshold: float | None = Field(default=None, gt=0.0, lt=1.0, description="override the model card's operating threshold")
+    max_batch_size: int = Field(default=32, ge=1, le=1024, description="micro-batching: most questions in one inference")
+    max_wait_ms: float = Field(default=2.0, ge=0.0, le=1000.0, description="micro-batching: longest wait for company")
