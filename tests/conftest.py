@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 
 import pytest
@@ -20,6 +22,23 @@ SPANS = InMemorySpanExporter()
 _provider = TracerProvider()
 _provider.add_span_processor(SimpleSpanProcessor(SPANS))
 trace.set_tracer_provider(_provider)
+
+
+def pytest_sessionstart(session):
+    """The security and intent services load their fine-tuned classifiers at start-up: find them in the
+    cache (~/.cache/meshward/models, reused across clones) or build them once (`make test` already did).
+    MESHWARD_TEST_BUILD_MODELS=0 skips this; tests that need a model then fail with its fix."""
+    if os.environ.get("MESHWARD_TEST_BUILD_MODELS", "1") == "0":
+        return
+    from meshward.classifier import ModelNotBuiltError
+
+    for name in ("security", "intent"):
+        module = f"meshward.{name}.training"
+        try:
+            __import__(module, fromlist=["find_model_dir"]).find_model_dir()
+        except ModelNotBuiltError:
+            print(f"\nbuilding the {name} classifier (first run; cached afterwards)", file=sys.stderr, flush=True)
+            subprocess.run([sys.executable, "-m", module], check=True)
 
 
 def docker_engine_available() -> bool:

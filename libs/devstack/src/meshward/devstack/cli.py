@@ -2,6 +2,7 @@
 
     meshward up                      start everything locally (embedded NATS unless MESHWARD_NATS_URL is set)
     meshward ask "question" [--thread ID] [--json]
+    meshward train security|intent|all [--force] [--check] ...   build the fine-tuned classifiers (cached)
 """
 from __future__ import annotations
 
@@ -50,6 +51,22 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return 0
 
 
+TRAINABLE = {"security": "meshward.security.training", "intent": "meshward.intent.training"}
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """Run each model's training module with this interpreter (the venv's); a cached model returns at once."""
+    import subprocess
+
+    names = list(TRAINABLE) if args.model == "all" else [args.model]
+    for name in names:
+        code = subprocess.call([sys.executable, "-m", TRAINABLE[name], *args.rest])
+        if code != 0:
+            print(f"meshward train {name} failed (exit {code})", file=sys.stderr)
+            return code
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="meshward", description="meshward: a secure, scoped multi-agent assistant over NATS")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -63,6 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     ask.add_argument("--timeout", type=float, default=60.0)
     ask.add_argument("--json", action="store_true", help="print the whole response")
     ask.set_defaults(fn=cmd_ask)
+    train = sub.add_parser("train", help="build a fine-tuned classifier (security, intent or all); cached by a hash "
+                                         "of its data and code", add_help=False)
+    train.add_argument("model", choices=[*TRAINABLE, "all"])
+    train.add_argument("rest", nargs=argparse.REMAINDER, help="passed on: --force, --check, --print-dir, --quiet, --scope FILE")
+    train.set_defaults(fn=cmd_train)
     args = parser.parse_args(argv)
     return args.fn(args)
 

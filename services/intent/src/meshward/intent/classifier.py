@@ -13,16 +13,23 @@ Confidences come from a softmax (scope temperature) over the intent scores and t
 """
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-from meshward.contracts import OUT_OF_SCOPE, IntentResult, IntentScore
-from meshward.embedding import MiniLMEncoder
+from meshward.contracts import OUT_OF_SCOPE, IntentResult, IntentScore, ModelInfo
+
+if TYPE_CHECKING:
+    from meshward.classifier import OnnxTextClassifier
+    from meshward.embedding import MiniLMEncoder
 
 from .scope import Scope
 
-__all__ = ["ScopeClassifier", "detect_arithmetic"]
+__all__ = ["FineTunedScopeClassifier", "ScopeClassifier", "detect_arithmetic"]
 
 # Only this much of a question is analysed; the encoder sees at most 256 tokens (~1-1.5k chars) anyway.
 _MAX_ANALYSED_CHARS = 4000
@@ -218,3 +225,107 @@ class ScopeClassifier:
 
 def _unit(x: float) -> float:
     return float(min(1.0, max(0.0, round(float(x), 4))))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The fine-tuned classifier (ONNX): the main signal since the classifiers issue.
+
+ENV_MODEL_DIR = "MESHWARD_INTENT_MODEL_DIR"
+
+
+class FineTunedScopeClassifier:
+    """Classifies questions with the MiniLM model fine-tuned on a scope (``meshward train intent``).
+
+    The model gives calibrated probabilities over the scope's intents plus out_of_scope; a question is in scope
+    when ``1 - p(out_of_scope)`` reaches the threshold calibrated on held-out data (in the model card), and its
+    intent is then the most likely one. Two fast paths from the rule-based classifier stay, because they are
+    exact where they fire: a detected arithmetic expression makes ``calculation`` win when the model's answer
+    was ``calculation`` or out_of_scope (another intent the model is sure of, e.g. a chart of numbers, keeps
+    it); with ``has_attachments``, document wording selects ``document``. ``method`` says which decided.
+    """
+
+    def __init__(self, scope: Scope, clf: OnnxTextClassifier, *, threshold: float | None = None,
+                 arithmetic_intent: str = "calculation", attachment_intent: str = "document") -> None:
+        expected = (*scope.intents, OUT_OF_SCOPE)
+        if tuple(clf.labels) != expected:
+            raise ValueError(f"the intent model in {clf.model_dir} was trained for labels {list(clf.labels)}, but scope "
+                             f"{scope.name!r} has {list(expected)}: run `meshward train intent` for this scope file")
+        self.scope = scope
+        self.clf = clf
+        self.threshold = float(threshold if threshold is not None else clf.card["operating"]["threshold"])
+        self._names = tuple(scope.intents)
+        self._oos = len(self._names)
+        self.arithmetic_intent = arithmetic_intent if arithmetic_intent in scope.intents else None
+        self.attachment_intent = attachment_intent if attachment_intent in scope.intents else None
+        doc = scope.intents.get(attachment_intent)
+        self._doc_matchers = tuple(_keyword_regex(k) for k in doc.keywords) + tuple(
+            re.compile(p, re.IGNORECASE) for p in doc.patterns) if doc else ()
+
+    @classmethod
+    def load(cls, scope: Scope, model_dir: str | Path | None = None, *, device: str | None = None,
+             threads: int | None = None) -> FineTunedScopeClassifier:
+        """From ``model_dir``, else ``$MESHWARD_INTENT_MODEL_DIR``, else the cache entry for this scope, data and code.
+
+        Raises :class:`meshward.classifier.ModelNotBuiltError` naming the fix when it is not built.
+        """
+        from meshward.classifier import OnnxTextClassifier
+
+        directory = model_dir or os.environ.get(ENV_MODEL_DIR)
+        if not directory:
+            from .training import find_model_dir
+
+            directory = find_model_dir(scope)
+        return cls(scope, OnnxTextClassifier(directory, device=device, threads=threads))
+
+    @property
+    def intents(self) -> tuple[str, ...]:
+        return self._names
+
+    @property
+    def model_info(self) -> ModelInfo:
+        return ModelInfo(name=self.clf.name, version=self.clf.version, provider=self.clf.provider)
+
+    def classify(self, text: str, has_attachments: bool = False) -> IntentResult:
+        return self.classify_many([(text, has_attachments)])[0]
+
+    def classify_many(self, items: Sequence[tuple[str, bool]]) -> list[IntentResult]:
+        """One model call for a whole micro-batch; never raises for odd input (empty text is out of scope)."""
+        texts = [" ".join((text or "").split())[:_MAX_ANALYSED_CHARS] for text, _ in items]
+        live = [i for i, t in enumerate(texts) if t]
+        probs = np.zeros((len(texts), self._oos + 1), dtype=np.float32)
+        if live:
+            probs[live] = self.clf.predict_proba([texts[i] for i in live])
+        results = []
+        for i, ((_, has_attachments), text) in enumerate(zip(items, texts, strict=True)):
+            if not text:
+                results.append(IntentResult(intent=OUT_OF_SCOPE, in_scope=False, confidence=1.0, runner_ups=[],
+                                            scope=self.scope.name, method="empty"))
+            else:
+                results.append(self._decide(text, probs[i], has_attachments))
+        return results
+
+    def _decide(self, text: str, p: np.ndarray, has_attachments: bool) -> IntentResult:
+        intent_p = p[:self._oos]
+        p_in = float(1.0 - p[self._oos])
+        best = int(np.argmax(intent_p))
+        in_scope = p_in >= self.threshold
+        method = "classifier"
+        confidence = float(intent_p[best]) if in_scope else float(p[self._oos])
+        label = self._names[best] if in_scope else OUT_OF_SCOPE
+        relative = intent_p / max(float(intent_p.sum()), 1e-12)
+
+        forced = None
+        if (self.attachment_intent and has_attachments and label in (OUT_OF_SCOPE, self.attachment_intent)
+                and any(m.search(text) for m in self._doc_matchers)):
+            forced, method = self.attachment_intent, "classifier+attachment"
+        elif self.arithmetic_intent and label in (OUT_OF_SCOPE, self.arithmetic_intent) and detect_arithmetic(text):
+            forced, method = self.arithmetic_intent, "classifier+arithmetic"
+        if forced is not None and forced != label:
+            best = self._names.index(forced)
+            label, in_scope = forced, True
+            confidence = max(0.9, float(relative[best]))
+        order = [int(j) for j in np.argsort(-intent_p, kind="stable")]
+        runner_ups = [IntentScore(intent=self._names[j], score=_unit(intent_p[j]))
+                      for j in order if not (in_scope and j == best)][:_RUNNER_UPS]
+        return IntentResult(intent=label, in_scope=in_scope, confidence=_unit(confidence), runner_ups=runner_ups,
+                            scope=self.scope.name, method=method)

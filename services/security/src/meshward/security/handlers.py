@@ -1,6 +1,8 @@
 """NATS door onto the security logic: meshward.v1.security.check / .check_output."""
 from __future__ import annotations
 
+import asyncio
+
 from meshward.bus import Service
 from meshward.bus.context import current_request_id
 from meshward.bus.tracing import current_trace_id
@@ -13,7 +15,7 @@ from meshward.contracts import (
     subjects,
 )
 
-from .decision import RulesLayerAdapter, SecurityDecider
+from .decision import Layer, RulesLayerAdapter, SecurityDecider
 from .known_threats import KnownThreatsLayer
 from .output_check import OutputChecker
 from .rules import RulesLayer
@@ -21,22 +23,44 @@ from .settings import SecuritySettings
 
 
 def create_service(settings: SecuritySettings | None = None) -> Service:
+    """Layers in order: rules, known threats (questions close to earlier blocks, from memory), then the
+    fine-tuned classifier (``meshward train security``). A known threat decides before the classifier so the
+    verdict says the question was seen before; memory learns only from rules and classifier blocks."""
     settings = settings or SecuritySettings()
     service = Service("security")
-    layers = [RulesLayerAdapter(RulesLayer())]
+    rules: Layer = RulesLayerAdapter(RulesLayer())
+    tail: list[Layer] = []
     if settings.known_threats:
-        layers.append(KnownThreatsLayer(lambda: service.bus, settings.known_threat_similarity, settings.known_threats_timeout_s))
-    decider = SecurityDecider(layers)
+        tail.append(KnownThreatsLayer(lambda: service.bus, settings.known_threat_similarity, settings.known_threats_timeout_s))
+    state: dict[str, SecurityDecider] = {"decider": SecurityDecider([rules, *tail])}
     checker = OutputChecker(settings.protected_phrases, settings.extra_secret_patterns)
-    service.details["layers"] = ",".join(str(layer.name) for layer in layers)
+    service.details["layers"] = ",".join(str(layer.name) for layer in [rules, *tail])
 
     @service.on_startup
-    async def _stream(svc: Service) -> None:
+    async def _start(svc: Service) -> None:
         await svc.bus.ensure_event_stream()
+        if not settings.classifier:
+            return
+        from .classifier import ClassifierLayer, SecurityClassifier
+
+        # Raises ModelNotBuiltError ("run `meshward train security`") when the model is missing.
+        model = await asyncio.to_thread(SecurityClassifier.load, settings.model_dir, threshold=settings.threshold)
+        classifier = ClassifierLayer(model, max_batch_size=settings.max_batch_size, max_wait_ms=settings.max_wait_ms)
+        layers: list[Layer] = [rules, *tail, classifier]
+        info = model.model_info
+        state["decider"] = SecurityDecider(layers, model=info)
+        svc.details.update(layers=",".join(str(layer.name) for layer in layers), model=info.name,
+                           model_version=info.version, provider=info.provider or "",
+                           threshold=f"{model.threshold:.4f}", max_batch_size=str(settings.max_batch_size),
+                           max_wait_ms=str(settings.max_wait_ms))
+
+        @svc.on_shutdown
+        async def _close(_: Service) -> None:
+            await classifier.close()
 
     @service.handler(subjects.SECURITY_CHECK, SecurityCheckRequest)
     async def check(req: SecurityCheckRequest) -> SecurityVerdict:
-        verdict = await decider.decide(req.text)
+        verdict = await state["decider"].decide(req.text)
         if not verdict.allowed and settings.publish_violations and verdict.threat_category is not None:
             service.bus.emit(
                 subjects.EVENT_VIOLATION,

@@ -1,0 +1,145 @@
+"""A built classifier at run time: onnxruntime + tokenizers + numpy, nothing else.
+
+CUDAExecutionProvider when onnxruntime-gpu is installed and a GPU answers (fp16 model, fp32 as fallback),
+CPUExecutionProvider otherwise (int8 dynamically quantised model). ``MESHWARD_CLASSIFIER_DEVICE``
+(``auto`` | ``cpu`` | ``cuda``) and ``MESHWARD_CLASSIFIER_THREADS`` override the choice.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+from tokenizers import Tokenizer
+
+from .store import read_card
+
+__all__ = ["CPU", "CUDA", "ENV_DEVICE", "ENV_THREADS", "OnnxTextClassifier", "available_providers", "softmax"]
+
+CPU = "CPUExecutionProvider"
+CUDA = "CUDAExecutionProvider"
+ENV_DEVICE = "MESHWARD_CLASSIFIER_DEVICE"
+ENV_THREADS = "MESHWARD_CLASSIFIER_THREADS"
+_SUB_BATCH = 64  # rows per session.run; bigger batches are split (bounded memory, similar lengths together)
+_PAD_MULTIPLE = 8
+
+
+def available_providers() -> list[str]:
+    return list(ort.get_available_providers())
+
+
+def softmax(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
+    z = logits.astype(np.float64) / temperature
+    z -= z.max(axis=-1, keepdims=True)
+    e = np.exp(z)
+    return (e / e.sum(axis=-1, keepdims=True)).astype(np.float32)
+
+
+class OnnxTextClassifier:
+    """One exported classifier: ``logits(texts)`` / ``predict_proba(texts)`` over the labels of its card."""
+
+    def __init__(self, model_dir: str | Path, *, device: str | None = None, threads: int | None = None,
+                 model_file: str | None = None) -> None:
+        self.model_dir = Path(model_dir)
+        self.card: dict[str, Any] = read_card(self.model_dir)
+        self.labels: tuple[str, ...] = tuple(self.card["labels"])
+        self.max_length = int(self.card.get("max_length", 128))
+        self.temperature = float(self.card.get("calibration", {}).get("temperature", 1.0))
+        self.name = str(self.card.get("name", self.model_dir.name))
+        self.version = str(self.card.get("version", "unknown"))
+
+        device = (device or os.environ.get(ENV_DEVICE) or "auto").lower()
+        if device not in ("auto", "cpu", "cuda"):
+            raise ValueError(f"{ENV_DEVICE} must be auto, cpu or cuda, not {device!r}")
+        cuda = device in ("auto", "cuda") and CUDA in available_providers()
+        if device == "cuda" and not cuda:
+            raise RuntimeError(f"{ENV_DEVICE}=cuda but onnxruntime has no {CUDA} (install the gpu extra: onnxruntime-gpu)")
+        if model_file is None:
+            candidates = ["model.fp16.onnx", "model.fp32.onnx"] if cuda else ["model.int8.onnx"]
+            model_file = next((c for c in candidates if (self.model_dir / c).is_file()), candidates[-1])
+        self.model_file = model_file
+
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.intra_op_num_threads = threads or int(os.environ.get(ENV_THREADS, "0") or 0) or min(4, os.cpu_count() or 1)
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        providers = [CUDA, CPU] if cuda else [CPU]
+        self._session = ort.InferenceSession(str(self.model_dir / model_file), options, providers=providers)
+        self.provider: str = self._session.get_providers()[0]
+        self._inputs = {i.name for i in self._session.get_inputs()}
+
+        self._tokenizer = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
+        self._tokenizer.no_padding()
+        self._tokenizer.enable_truncation(self.max_length)
+        self._lock = threading.Lock()  # the tokenizer's truncation state is shared; runs are serialised anyway
+
+    # ------------------------------------------------------------------ API
+    @property
+    def info(self) -> dict[str, str]:
+        return {"name": self.name, "version": self.version, "provider": self.provider, "file": self.model_file}
+
+    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
+        with self._lock:
+            return [e.ids for e in self._tokenizer.encode_batch(list(texts))]
+
+    def token_windows(self, text: str, window: int, max_windows: int) -> list[list[int]]:
+        """Overlapping windows of at most ``window`` tokens (CLS/SEP added) covering a long text.
+
+        When a text needs more than ``max_windows`` windows, the first and last ones and evenly spaced ones in
+        between are kept.
+        """
+        with self._lock:
+            self._tokenizer.no_truncation()
+            try:
+                ids = self._tokenizer.encode(text, add_special_tokens=False).ids
+            finally:
+                self._tokenizer.enable_truncation(self.max_length)
+        cls, sep = self._tokenizer.token_to_id("[CLS]"), self._tokenizer.token_to_id("[SEP]")
+        body = max(8, min(window, self.max_length) - 2)
+        if len(ids) <= body:
+            return [[cls, *ids, sep]]
+        stride = max(1, body * 3 // 4)
+        starts = list(range(0, len(ids) - body + stride, stride))
+        starts[-1] = len(ids) - body
+        if len(starts) > max_windows:
+            picks = np.linspace(0, len(starts) - 1, max_windows).round().astype(int)
+            starts = [starts[i] for i in dict.fromkeys(picks.tolist())]
+        return [[cls, *ids[s:s + body], sep] for s in starts]
+
+    def logits(self, texts: Sequence[str]) -> np.ndarray:
+        return self.logits_from_ids(self.tokenize(texts))
+
+    def logits_from_ids(self, batch: Sequence[Sequence[int]]) -> np.ndarray:
+        """Raw logits for token-id sequences; similar lengths run together, padded to a multiple of 8."""
+        n = len(batch)
+        out = np.zeros((n, len(self.labels)), dtype=np.float32)
+        if n == 0:
+            return out
+        order = np.argsort([len(ids) for ids in batch], kind="stable")
+        for start in range(0, n, _SUB_BATCH):
+            rows = order[start:start + _SUB_BATCH]
+            width = max(len(batch[i]) for i in rows)
+            width = min(self.max_length, -(-width // _PAD_MULTIPLE) * _PAD_MULTIPLE) if len(rows) > 1 else width
+            ids = np.zeros((len(rows), width), dtype=np.int64)
+            mask = np.zeros((len(rows), width), dtype=np.int64)
+            for r, i in enumerate(rows):
+                seq = batch[i][:width]
+                ids[r, :len(seq)] = seq
+                mask[r, :len(seq)] = 1
+            feeds = {"input_ids": ids, "attention_mask": mask}
+            if "token_type_ids" in self._inputs:
+                feeds["token_type_ids"] = np.zeros_like(ids)
+            out[rows] = self._session.run(["logits"], feeds)[0].astype(np.float32)
+        return out
+
+    def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
+        """Calibrated class probabilities (temperature from the model card), shape (len(texts), len(labels))."""
+        return softmax(self.logits(texts), self.temperature)
+
+    def __repr__(self) -> str:
+        return f"OnnxTextClassifier({self.name} {self.version}, {self.model_file} on {self.provider})"

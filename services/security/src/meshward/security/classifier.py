@@ -1,0 +1,142 @@
+"""The fine-tuned security classifier at run time, and the decision layer around it.
+
+A question is scored through *views*: the variants :func:`normalize` folds it into (plain, homoglyph-folded,
+de-leeted, spaced letters joined, text hidden in Unicode tag characters, decoded base64/hex runs), each cut
+into overlapping windows of at most 128 tokens when long (attacks hidden deep inside a document). The
+question's attack score is the highest ``1 - p(benign)`` over all its views and windows; its category is that
+row's most likely threat. One ONNX call scores every view of every question in a micro-batch.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from meshward.bus.context import current_deadline
+from meshward.classifier import MicroBatcher, OnnxTextClassifier, softmax
+from meshward.contracts import DecidingLayer, ModelInfo, ThreatCategory
+
+from .decision import Finding
+from .normalize import normalize
+
+__all__ = [
+    "ENV_MODEL_DIR",
+    "MAX_VIEWS",
+    "ClassifierLayer",
+    "SecurityClassifier",
+    "ThreatScore",
+    "score_texts",
+    "views",
+]
+
+ENV_MODEL_DIR = "MESHWARD_SECURITY_MODEL_DIR"
+BENIGN = "benign"
+MAX_VIEWS = 6
+WINDOW_TOKENS = 128
+MAX_WINDOWS = 8  # per view: a 20k-character question is covered by first/last and evenly spaced windows
+
+
+def views(text: str) -> list[str]:
+    """The texts the classifier reads for one question (at least one, possibly empty)."""
+    return normalize(text)[:MAX_VIEWS] or [""]
+
+
+def score_texts(clf: OnnxTextClassifier, texts: Sequence[str]) -> np.ndarray:
+    """Calibrated probabilities per question, (len(texts), labels): the row of its most suspicious view/window."""
+    benign = clf.labels.index(BENIGN)
+    rows: list[list[int]] = []
+    owner: list[int] = []
+    for i, text in enumerate(texts):
+        for view in views(text):
+            for window in clf.token_windows(view, WINDOW_TOKENS, MAX_WINDOWS):
+                rows.append(window)
+                owner.append(i)
+    probs = softmax(clf.logits_from_ids(rows), clf.temperature)
+    attack = 1.0 - probs[:, benign]
+    out = np.zeros((len(texts), len(clf.labels)), dtype=np.float32)
+    best = np.full(len(texts), -1.0)
+    for r, i in enumerate(owner):
+        if attack[r] > best[i]:
+            best[i] = attack[r]
+            out[i] = probs[r]
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class ThreatScore:
+    score: float  # calibrated probability that the question is an attack (1 - p(benign))
+    category: ThreatCategory  # the most likely threat category (meaningful when score is high)
+    blocked: bool  # score >= the model's operating threshold
+
+
+class SecurityClassifier:
+    """The built security model; ``classify_many`` is what a micro-batch runs."""
+
+    def __init__(self, clf: OnnxTextClassifier, threshold: float | None = None) -> None:
+        if BENIGN not in clf.labels:
+            raise ValueError(f"{clf.model_dir}: not a security model (labels {clf.labels})")
+        self.clf = clf
+        self.threshold = float(threshold if threshold is not None else clf.card["operating"]["threshold"])
+        self._benign = clf.labels.index(BENIGN)
+        self._threats = [i for i, label in enumerate(clf.labels) if label != BENIGN]
+
+    @classmethod
+    def load(cls, model_dir: str | Path | None = None, *, device: str | None = None, threshold: float | None = None,
+             threads: int | None = None) -> SecurityClassifier:
+        """From ``model_dir``, else ``$MESHWARD_SECURITY_MODEL_DIR``, else the cache entry for this data and code.
+
+        Raises :class:`meshward.classifier.ModelNotBuiltError` naming the fix when it is not built.
+        """
+        directory = model_dir or os.environ.get(ENV_MODEL_DIR)
+        if not directory:
+            from .training import find_model_dir
+
+            directory = find_model_dir()
+        return cls(OnnxTextClassifier(directory, device=device, threads=threads), threshold)
+
+    @property
+    def model_info(self) -> ModelInfo:
+        return ModelInfo(name=self.clf.name, version=self.clf.version, provider=self.clf.provider)
+
+    def classify_many(self, texts: Sequence[str]) -> list[ThreatScore]:
+        probs = score_texts(self.clf, texts)
+        out = []
+        for row in probs:
+            score = float(1.0 - row[self._benign])
+            category = ThreatCategory(self.clf.labels[max(self._threats, key=lambda j: row[j])])
+            out.append(ThreatScore(round(score, 6), category, score >= self.threshold))
+        return out
+
+    def classify(self, text: str) -> ThreatScore:
+        return self.classify_many([text])[0]
+
+
+class ClassifierLayer:
+    """The classifier as a security Layer: blocks at the calibrated threshold, reports its score otherwise.
+
+    Requests are micro-batched: concurrent questions share one inference on a worker thread, so the event
+    loop never waits on the model; a request whose deadline (from the bus context) passes while queued fails
+    with :class:`meshward.classifier.DeadlineExceeded`.
+    """
+
+    name: DecidingLayer = DecidingLayer.CLASSIFIER
+
+    def __init__(self, model: SecurityClassifier, *, max_batch_size: int = 32, max_wait_ms: float = 2.0) -> None:
+        self.model = model
+        self.batcher: MicroBatcher[str, ThreatScore] = MicroBatcher(
+            model.classify_many, max_batch_size=max_batch_size, max_wait_ms=max_wait_ms, name="security")
+
+    async def evaluate(self, text: str) -> Finding | None:
+        result = await self.batcher.submit(text, deadline=current_deadline())
+        version = self.model.clf.version
+        if result.blocked:
+            return Finding(result.category, result.score, self.name,
+                           f"classifier {version}: {result.category.value} p={result.score:.3f} >= {self.model.threshold:.3f}",
+                           blocking=True)
+        return Finding(None, result.score, self.name,
+                       f"classifier {version}: attack p={result.score:.3f} < {self.model.threshold:.3f}", blocking=False)
+
+    async def close(self) -> None:
+        await self.batcher.close()

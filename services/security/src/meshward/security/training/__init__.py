@@ -1,0 +1,62 @@
+"""Training pipeline of the security classifier (``python -m meshward.security.training`` / ``meshward train security``).
+
+Torch-free at import: the service uses :func:`find_model_dir` at start-up. Building needs the ``train`` extra.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from meshward.classifier import find_built
+from meshward.classifier.training import ModelSpec, TrainConfig, model_key
+
+from .data import DATA_DIR, LABELS, build_examples
+
+__all__ = ["LABELS", "MODEL_NAME", "build_spec", "find_model_dir", "key"]
+
+MODEL_NAME = "security"
+DISPLAY_NAME = "meshward-security-minilm"
+CONFIG = TrainConfig(seed=13, epochs=4, batch_size=32, lr=1e-4, max_length=128, train_top_layers=3)
+_HERE = Path(__file__).resolve().parent
+_PACKAGE = _HERE.parent
+
+DATA_HOW = (
+    "Template families (data/templates.yaml x data/slots.yaml, seeded draws), hand-written examples "
+    "(data/handwritten.yaml) and benign chat (Chit Chat dataset sample). A seeded share gets an obfuscated copy "
+    "(leetspeak, homoglyphs, zero-width characters, spaced letters, case, typos); 'eval-only hidden' copies hide "
+    "the text in base64, hex or Unicode tag characters behind a harmless carrier and are scored through the "
+    "run-time decoding views, never trained on. The held-out split is by group: a template family (all its "
+    "draws and their obfuscated copies), a hand-written example, or ten chat lines land in one split, so calib "
+    "and test hold phrasings never seen in training. Shares: test 15%, calib 15% of each label's examples."
+)
+
+
+def build_spec() -> ModelSpec:
+    from . import evaluate
+
+    return ModelSpec(
+        name=MODEL_NAME,
+        display_name=DISPLAY_NAME,
+        description=("Prompt-attack classifier for meshward's security service: benign plus five threat categories "
+                     "(prompt_extraction, credential_extraction, role_manipulation, security_bypass, "
+                     "config_inspection). Fine-tuned from all-MiniLM-L6-v2 with mean pooling; runs after the rules layer."),
+        labels=LABELS,
+        key_parts=lambda: [_HERE / "__init__.py", _HERE / "data.py", _HERE / "evaluate.py", DATA_DIR,
+                           _PACKAGE / "classifier.py", _PACKAGE / "normalize.py"],
+        examples=build_examples,
+        data_how=DATA_HOW,
+        score=evaluate.score,
+        operating=evaluate.operating_point,
+        headline=evaluate.headline,
+        gates=evaluate.gates,
+        external=evaluate.external,
+        config=CONFIG,
+    )
+
+
+def key() -> str:
+    return model_key(build_spec())
+
+
+def find_model_dir() -> Path:
+    """The cached model for this data and code; ModelNotBuiltError (with the fix) when it is not built."""
+    return find_built(MODEL_NAME, key())

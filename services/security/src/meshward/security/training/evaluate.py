@@ -1,0 +1,94 @@
+"""Security-specific evaluation: attack-vs-benign at a false-positive budget, the operating threshold,
+category accuracy, and the external corpora check."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from meshward.classifier.training.metrics import rate_at_threshold, recall_at_fpr, threshold_for_fpr
+
+from ..classifier import score_texts
+from .data import BENIGN, LABELS, external_sets
+
+__all__ = ["TARGET_FPR", "external", "gates", "headline", "operating_point", "score"]
+
+TARGET_FPR = 0.01  # the operating threshold allows at most 1% of benign calib questions to be flagged
+MIN_THRESHOLD = 0.5  # never block a question the model finds more likely benign than not
+_B = LABELS.index(BENIGN)
+
+
+def score(clf: Any, texts: Sequence[str]) -> np.ndarray:
+    return score_texts(clf, texts)
+
+
+def _split(probs: np.ndarray, y: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    attack = 1.0 - probs[:, _B]
+    is_attack = np.asarray(y) != _B
+    return attack, is_attack, attack[~is_attack]
+
+
+def operating_point(probs: np.ndarray, y: list[int]) -> dict[str, Any]:
+    attack, is_attack, benign_scores = _split(probs, y)
+    t = max(MIN_THRESHOLD, threshold_for_fpr(benign_scores, TARGET_FPR))
+    return {"threshold": round(float(t), 6), "score": "1 - p(benign), temperature-scaled",
+            "chosen_on": f"calib split: benign false-positive rate <= {TARGET_FPR:.0%}, floor {MIN_THRESHOLD}"}
+
+
+def _auc(pos: np.ndarray, neg: np.ndarray) -> float:
+    if not len(pos) or not len(neg):
+        return float("nan")
+    ranks = np.concatenate([pos, neg]).argsort().argsort() + 1
+    return float((ranks[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
+
+
+def headline(probs: np.ndarray, y: list[int], operating: dict[str, Any]) -> dict[str, Any]:
+    attack, is_attack, benign_scores = _split(probs, y)
+    pos = attack[is_attack]
+    t = operating["threshold"]
+    r1, t1 = recall_at_fpr(pos, benign_scores, 0.01)
+    r2, _ = recall_at_fpr(pos, benign_scores, 0.02)
+    flagged = is_attack & (attack >= t)
+    predicted = np.asarray([max((j for j in range(len(LABELS)) if j != _B), key=lambda j: row[j]) for row in probs])
+    category_ok = float((predicted[flagged] == np.asarray(y)[flagged]).mean()) if flagged.any() else 0.0
+    return {
+        "attacks": int(is_attack.sum()),
+        "benign": int((~is_attack).sum()),
+        "attack_recall_at_1pct_fpr": round(r1, 4),
+        "threshold_at_1pct_fpr": round(t1, 4),
+        "attack_recall_at_2pct_fpr": round(r2, 4),
+        "attack_recall_at_operating_threshold": round(rate_at_threshold(pos, t), 4),
+        "benign_fpr_at_operating_threshold": round(rate_at_threshold(benign_scores, t), 4),
+        "category_accuracy_of_caught_attacks": round(category_ok, 4),
+        "roc_auc": round(_auc(pos, benign_scores), 4),
+    }
+
+
+def gates(test: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {"gate": "attack recall at 1% benign FPR >= 0.975 (held-out test)",
+         "value": test["attack_recall_at_1pct_fpr"], "ok": test["attack_recall_at_1pct_fpr"] >= 0.975},
+        {"gate": "attack recall >= 0.95 at the operating threshold (held-out test)",
+         "value": test["attack_recall_at_operating_threshold"], "ok": test["attack_recall_at_operating_threshold"] >= 0.95},
+        {"gate": "benign FPR <= 0.02 at the operating threshold (held-out test)",
+         "value": test["benign_fpr_at_operating_threshold"], "ok": test["benign_fpr_at_operating_threshold"] <= 0.02},
+    ]
+
+
+def external(clf: Any, operating: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    t = operating["threshold"]
+    for name, rows in external_sets().items():
+        probs = score_texts(clf, [text for text, _ in rows])
+        attack = 1.0 - probs[:, _B]
+        labels = np.asarray([a for _, a in rows])
+        entry: dict[str, Any] = {
+            "note": ("Never trained on. Its labels follow that corpus's own policy (e.g. canary-token and tool-call "
+                     "injections, benign role-play), not exactly meshward's five categories: a sanity check, not a gate."),
+            "attacks": int(labels.sum()), "benign": int((~labels).sum()),
+            "attack_recall_at_operating_threshold": round(rate_at_threshold(attack[labels], t), 4),
+        }
+        if (~labels).any():
+            entry["benign_fpr_at_operating_threshold"] = round(rate_at_threshold(attack[~labels], t), 4)
+        out[name] = entry
+    return out

@@ -1,0 +1,130 @@
+"""Torch-free parts of the training pipeline: cache keys, the group split, metrics, the data generators."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from meshward.classifier import ModelNotBuiltError, find_built, fingerprint
+from meshward.classifier.training import Example, data_hash, split_by_group
+from meshward.classifier.training.metrics import (
+    confusion_matrix,
+    fit_temperature,
+    nll,
+    per_class_report,
+    recall_at_fpr,
+    threshold_for_fpr,
+)
+from meshward.contracts import OUT_OF_SCOPE
+
+
+def test_fingerprint_is_stable_and_sensitive(tmp_path):
+    (tmp_path / "a.txt").write_text("one")
+    first = fingerprint([tmp_path, "config"])
+    assert first == fingerprint([tmp_path, "config"])
+    (tmp_path / "a.txt").write_text("two")
+    assert fingerprint([tmp_path, "config"]) != first
+    assert fingerprint([tmp_path, "other"]) != fingerprint([tmp_path, "config"])
+
+
+def test_missing_model_names_the_fix(tmp_path):
+    with pytest.raises(ModelNotBuiltError, match="meshward train security"):
+        find_built("security", "0123abcd", root=tmp_path)
+
+
+def _examples(n_groups=40, per_group=5):
+    return [Example(f"text {g}-{i}", "a" if g % 2 else "b", f"g{g}") for g in range(n_groups) for i in range(per_group)]
+
+
+def test_group_split_is_deterministic_disjoint_and_stratified():
+    examples = _examples()
+    one, two = split_by_group(examples, seed=1), split_by_group(examples, seed=1)
+    assert {k: [e.text for e in v] for k, v in one.items()} == {k: [e.text for e in v] for k, v in two.items()}
+    groups = {k: {e.group for e in v} for k, v in one.items()}
+    assert not (groups["train"] & groups["test"]) and not (groups["train"] & groups["calib"])
+    assert not (groups["calib"] & groups["test"])
+    for split in ("calib", "test"):
+        assert {e.label for e in one[split]} == {"a", "b"}
+        assert 0.1 <= len(one[split]) / len(examples) <= 0.25
+    assert split_by_group(examples, seed=2) != one
+
+
+def test_threshold_and_recall_at_fpr():
+    neg = np.linspace(0.0, 0.99, 100)  # 100 benign scores
+    t = threshold_for_fpr(neg, 0.01)
+    assert (neg >= t).sum() <= 1 and (neg >= t).sum() == 1
+    pos = np.array([0.995, 0.999, 0.5, 0.1])
+    recall, t2 = recall_at_fpr(pos, neg, 0.01)
+    assert t2 == t and recall == 0.5
+
+
+def test_temperature_scaling_reduces_nll_of_overconfident_logits():
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 3, 500)
+    logits = rng.normal(size=(500, 3))
+    logits[np.arange(500), y] += 1.0
+    logits *= 8  # overconfident
+    t = fit_temperature(logits, y)
+    assert t > 2 and nll(logits, y, t) < nll(logits, y)
+
+
+def test_confusion_and_report():
+    cm = confusion_matrix([0, 0, 1, 1], [0, 1, 1, 1], 2)
+    assert cm.tolist() == [[1, 1], [0, 2]]
+    report = per_class_report(cm, ["x", "y"])
+    assert report["x"] == {"precision": 1.0, "recall": 0.5, "f1": 0.6667, "support": 2}
+
+
+# ------------------------------------------------------------------ data
+def test_security_data_is_deterministic_and_covers_every_label():
+    from meshward.security.training.data import LABELS, build_examples
+
+    one, sources = build_examples()
+    two, _ = build_examples()
+    assert data_hash(one) == data_hash(two)
+    assert {e.label for e in one} == set(LABELS)
+    assert sources["handwritten"] > 100 and sources["chitchat"] > 500 and sources["obfuscation"] > 100
+    kinds = {e.source for e in one}
+    for needed in ("obfuscation:leet", "obfuscation:homoglyph", "obfuscation:zero_width", "eval:hidden-base64",
+                   "eval:hidden-tags"):
+        assert needed in kinds
+    texts = {e.text for e in one}
+    # hard negatives are in, as benign
+    benign = {e.text for e in one if e.label == "benign"}
+    assert "What is a system prompt?" in benign and "How do I reset my password?" in benign
+    assert any("ignore my last email" in t.lower() for t in benign)
+    assert any(not t.isascii() for t in texts)  # several languages
+
+
+def test_security_hidden_copies_stay_with_their_group():
+    from meshward.security.training.data import build_examples
+
+    examples, _ = build_examples()
+    splits = split_by_group(examples, seed=13)
+    train_groups = {e.group for e in splits["train"]}
+    for split in ("calib", "test"):
+        assert not ({e.group for e in splits[split]} & train_groups)
+
+
+def test_intent_labels_follow_the_scope_file(tmp_path):
+    from meshward.intent.scope import load_scope
+    from meshward.intent.training import build_spec
+    from meshward.intent.training.data import build_examples, labels_for
+
+    scope = load_scope()
+    assert labels_for(scope) == (*scope.intents, OUT_OF_SCOPE)
+    examples, _ = build_examples(scope)
+    assert {e.label for e in examples} == set(labels_for(scope))
+    for intent, spec in scope.intents.items():
+        assert set(spec.examples) <= {e.text for e in examples if e.label == intent}
+
+    # Drop the chart intent: its questions (scope examples are gone, extras) become out of scope,
+    # and the model key changes, so the service asks for `meshward train intent`.
+    data = scope.model_dump()
+    del data["intents"]["chart"]
+    smaller = type(scope).model_validate(data)
+    examples2, _ = build_examples(smaller)
+    assert "chart" not in {e.label for e in examples2}
+    assert any(e.label == OUT_OF_SCOPE and "chart" in e.group for e in examples2)
+    assert build_spec(smaller).labels == labels_for(smaller)
+    from meshward.classifier.training import model_key
+
+    assert model_key(build_spec(smaller)) != model_key(build_spec(scope))
