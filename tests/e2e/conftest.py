@@ -37,6 +37,10 @@ async def system(otlp, upstreams):
         "OTEL_BSP_SCHEDULE_DELAY": "200",
         "MESHWARD_LOG_LEVEL": "INFO",
         "MESHWARD_MCP_PORT": str(mcp_port),
+        # a small context budget so that a short e2e conversation is compressed (default 20k tokens)
+        "MESHWARD_MEMORY_CONTEXT_THRESHOLD_TOKENS": "60",
+        "MESHWARD_MEMORY_CONTEXT_MAX_TOKENS": "400",
+        "MESHWARD_MEMORY_CONTEXT_KEEP_LAST": "2",
         **upstreams.env(),
     }
     stack = Stack(data_dir, port, None, Console(log), extra_env=env)

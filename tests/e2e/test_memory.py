@@ -60,9 +60,17 @@ async def test_a_blocked_attack_teaches_security_and_an_operator_can_retract_it(
     threat_id = await learned_threat_id(http, attack)
     assert (await http.delete(f"/v1/threats/{threat_id}")).status_code == 200
     assert (await http.delete(f"/v1/threats/{threat_id}")).status_code == 404
+    settled = (await http.get("/v1/insights")).json()["learned_threats"]
     after = await ask(http, paraphrase)
     assert after["decided_by"] != "known_threats"
     assert (await http.get("/v1/insights")).json()["retracted_threats"] >= 1
+    if after["refusal_reason"] == "security":
+        # Blocked again (by the classifier): memory learns that violation too, asynchronously; let it
+        # land here rather than during the next test's before/after comparison.
+        async def relearned():
+            return (await http.get("/v1/insights")).json()["learned_threats"] > settled
+
+        await eventually(relearned)
 
 
 async def test_benign_questions_never_become_threats(http):
@@ -81,3 +89,25 @@ async def learned_threat_id(http, text):
     hits = r.json()["hits"]
     assert hits and hits[0]["text"] == text
     return hits[0]["id"]
+
+
+async def test_long_threads_are_compressed_to_a_summary_and_the_last_turns(http):
+    first = await ask(http, "Calculate 12 * 12")
+    thread = first["thread_id"]
+    for q in ("what's 15% of 200", "sqrt(81) + 1", "1200 divided by 16", "What is 2 to the power of 10?", "Calculate 7 * 6"):
+        await ask(http, q, thread_id=thread)
+
+    async def compressed():
+        r = await http.get(f"/v1/threads/{thread}/context")
+        if r.status_code != 200:
+            return None
+        body = r.json()
+        done = body["turns"] and body["turns"][-1]["question"] == "Calculate 7 * 6"  # all six persisted
+        return body if done and body["compressed"] and len(body["turns"]) == 2 else None
+
+    context = await eventually(compressed)
+    last = await http.get(f"/v1/threads/{thread}/context")
+    assert context, f"the six-turn thread was not compressed: {last.status_code} {last.text[:500]}"
+    assert [t["question"] for t in context["turns"]] == ["What is 2 to the power of 10?", "Calculate 7 * 6"]
+    assert context["summary"] and context["tokens"] <= 400
+    assert (await http.get("/v1/threads/no-such-thread/context")).status_code == 404

@@ -11,6 +11,8 @@ from fastapi.responses import JSONResponse
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from meshward.bus import Service
 from meshward.contracts import (
+    ContextReply,
+    ContextRequest,
     HealthReply,
     HealthRequest,
     HistoryReply,
@@ -121,6 +123,10 @@ def create_app(settings: SupervisorSettings | None = None, local_ports: AgentPor
     @app.get("/v1/threads/{thread_id}/history", response_model=HistoryReply)
     async def thread_history(thread_id: str = Path(pattern=THREAD_ID_PATTERN), limit: int = Query(default=50, ge=1, le=500)):
         return await memory_request(subjects.MEMORY_HISTORY, HistoryRequest(thread_id=thread_id, limit=limit), HistoryReply)
+
+    @app.get("/v1/threads/{thread_id}/context", response_model=ContextReply)
+    async def thread_context(thread_id: str = Path(pattern=THREAD_ID_PATTERN)):
+        return await memory_request(subjects.MEMORY_CONTEXT, ContextRequest(thread_id=thread_id), ContextReply)
 
     @app.get("/v1/insights", response_model=InsightsReply)
     async def insights():
