@@ -53,6 +53,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/hop.py
 	$(BIN)/python bench/e2e.py
 	$(BIN)/python bench/classifiers.py
+	$(BIN)/python bench/tools.py
+	$(BIN)/python bench/memory.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache

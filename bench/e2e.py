@@ -47,7 +47,10 @@ async def load(url: str, clients: int, seconds: float) -> dict:
 async def distributed(seconds: float, log) -> dict:
     data = Path(tempfile.mkdtemp(prefix="meshward-bench-"))
     port = free_port()
-    stack = Stack(data, port, None, Console(log), extra_env={"MESHWARD_LOG_LEVEL": "WARNING"})
+    # the same logic as the monolith: rules layer only, embedding-similarity intent (issue 2's "no ML layers")
+    env = {"MESHWARD_LOG_LEVEL": "WARNING", "MESHWARD_SECURITY_CLASSIFIER": "false", "MESHWARD_SECURITY_KNOWN_THREATS": "false",
+           "MESHWARD_INTENT_BACKEND": "embedding", "MESHWARD_MCP_PORT": str(free_port())}
+    stack = Stack(data, port, None, Console(log), extra_env=env)
     await stack.start()
     try:
         assert await stack.wait_healthy(), "distributed system did not become healthy"
