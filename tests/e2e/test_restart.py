@@ -7,7 +7,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from meshward.devstack.launcher import Console, Stack
 from meshward.devstack.nats_server import free_port
 

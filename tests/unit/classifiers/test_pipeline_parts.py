@@ -128,3 +128,19 @@ def test_intent_labels_follow_the_scope_file(tmp_path):
     from meshward.classifier.training import model_key
 
     assert model_key(build_spec(smaller)) != model_key(build_spec(scope))
+
+
+def test_publish_is_atomic_and_keeps_the_latest_builds(tmp_path):
+    import os
+    import time
+
+    from meshward.classifier.store import publish
+
+    for i in range(4):
+        staging = tmp_path / f".staging-{i}"
+        staging.mkdir()
+        (staging / "card.json").write_text("{}")
+        os.utime(staging, (time.time() + i, time.time() + i))
+        publish(staging, tmp_path / f"security-key{i}", keep=2)
+    (tmp_path / "intent-other").mkdir()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["intent-other", "security-key2", "security-key3"]

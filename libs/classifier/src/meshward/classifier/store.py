@@ -137,8 +137,18 @@ def build_lock(name: str, root: Path | None = None) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def publish(staging: Path, final: Path) -> None:
-    """Move a finished build into place atomically (a reader never sees half a model)."""
+KEEP_BUILDS = 3  # per model name: other scopes, or a branch switched back to, keep their model
+
+
+def publish(staging: Path, final: Path, keep: int = KEEP_BUILDS) -> None:
+    """Move a finished build into place atomically (a reader never sees half a model), then drop all but the
+    ``keep`` most recent builds of that model name."""
     if final.exists():
         shutil.rmtree(final)
     os.replace(staging, final)
+    name = final.name.rsplit("-", 1)[0]
+    builds = sorted((p for p in final.parent.glob(f"{name}-*") if p.is_dir() and p.name.rsplit("-", 1)[0] == name),
+                    key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in builds[keep:]:
+        if old != final:
+            shutil.rmtree(old, ignore_errors=True)

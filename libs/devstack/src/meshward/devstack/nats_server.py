@@ -10,7 +10,6 @@ import sysconfig
 import time
 from pathlib import Path
 
-
 MAX_PAYLOAD = 8 * 1024 * 1024
 
 
