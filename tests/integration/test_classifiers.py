@@ -7,7 +7,6 @@ import asyncio
 
 import pytest
 import yaml
-from meshward.bus import Bus, BusSettings
 from meshward.contracts import (
     ErrorCode,
     HealthReply,
@@ -23,21 +22,9 @@ from meshward.contracts import (
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-async def bus(nats_url):
-    b = await Bus.connect(BusSettings(nats_url=nats_url))
-    await b.ensure_event_stream()
-    yield b
-    await b.close()
 
 
-@pytest.fixture
-def env(nats_url, monkeypatch):
-    monkeypatch.setenv("MESHWARD_NATS_URL", nats_url)
-    monkeypatch.setenv("MESHWARD_SECURITY_KNOWN_THREATS", "false")  # no memory service here
-
-
-async def test_security_service_with_the_classifier(env, bus):
+async def test_security_service_with_the_classifier(service_env, bus):
     from meshward.security.handlers import create_service
 
     svc = create_service()
@@ -76,7 +63,7 @@ async def test_security_service_with_the_classifier(env, bus):
         await svc.stop()
 
 
-async def test_intent_service_with_the_classifier(env, bus):
+async def test_intent_service_with_the_classifier(service_env, bus):
     from meshward.intent.handlers import create_service
 
     svc = create_service()
@@ -95,7 +82,7 @@ async def test_intent_service_with_the_classifier(env, bus):
         await svc.stop()
 
 
-async def test_intent_service_refuses_to_start_without_a_model_for_its_scope(env, tmp_path, monkeypatch):
+async def test_intent_service_refuses_to_start_without_a_model_for_its_scope(service_env, tmp_path, monkeypatch):
     from meshward.classifier import ModelNotBuiltError
     from meshward.intent.handlers import create_service
     from meshward.intent.scope import load_scope

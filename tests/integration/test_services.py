@@ -5,7 +5,6 @@ import asyncio
 import uuid
 
 import pytest
-from meshward.bus import Bus, BusSettings
 from meshward.contracts import (
     ErrorCode,
     HistoryReply,
@@ -29,18 +28,6 @@ from meshward.contracts import (
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-async def bus(nats_url):
-    b = await Bus.connect(BusSettings(nats_url=nats_url))
-    await b.ensure_event_stream()
-    yield b
-    await b.close()
-
-
-@pytest.fixture
-def env(nats_url, monkeypatch):
-    monkeypatch.setenv("MESHWARD_NATS_URL", nats_url)
-    monkeypatch.setenv("MESHWARD_MCP_PORT", "0")  # a free port for the tools service's MCP door
 
 
 async def started(service):
@@ -48,7 +35,7 @@ async def started(service):
     return service
 
 
-async def test_security_service(env, bus):
+async def test_security_service(service_env, bus):
     from meshward.security.handlers import create_service
 
     svc = await started(create_service())
@@ -68,7 +55,7 @@ async def test_security_service(env, bus):
         await svc.stop()
 
 
-async def test_intent_service(env, bus):
+async def test_intent_service(service_env, bus):
     from meshward.intent.handlers import create_service
 
     svc = await started(create_service())
@@ -84,7 +71,7 @@ async def test_intent_service(env, bus):
         await svc.stop()
 
 
-async def test_tools_service(env, bus):
+async def test_tools_service(service_env, bus):
     from meshward.tools.handlers import create_service
 
     svc = await started(create_service())
@@ -110,7 +97,7 @@ async def test_tools_service(env, bus):
         await svc.stop()
 
 
-async def test_memory_persists_events_published_while_it_was_down(env, bus, tmp_path, monkeypatch):
+async def test_memory_persists_events_published_while_it_was_down(service_env, bus, tmp_path, monkeypatch):
     from meshward.memory.handlers import create_service
     from meshward.memory.settings import MemorySettings
 
