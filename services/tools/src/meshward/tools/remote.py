@@ -32,11 +32,11 @@ from pathlib import Path
 from typing import Literal
 
 import asyncssh
-from meshward.contracts import Content, DataContent, ErrorCode, TextContent
+from meshward.contracts import Content, ErrorCode
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from .cli import clean_text
+from .cli import ExecResult, clean_text, result_content
 from .command_policy import (
     DANGEROUS_PATTERNS,
     DEFAULT_PATH_ROOTS,
@@ -248,26 +248,16 @@ async def _run_remote(alias: str, argv: list[str], settings: RemoteSettings) -> 
         with contextlib.suppress(Exception):
             async with asyncio.timeout(1.0):
                 await conn.wait_closed()
-    exit_code = proc.exit_status if proc is not None else None
-    text = clean_text(bytes(out))
-    if err:
-        text += ("\n" if text and not text.endswith("\n") else "") + "[stderr]\n" + clean_text(bytes(err))
-    if state["truncated"]:
-        text += f"\n[output truncated at {cap} bytes; the command was stopped]"
-    if not text.strip():
-        text = f"(no output; exit code {exit_code})"
-    return [
-        TextContent(text=text),
-        DataContent(
-            data={
-                "host": alias,
-                "argv": argv,
-                "exit_code": exit_code,
-                "truncated": bool(state["truncated"]),
-                "duration_ms": round((time.perf_counter() - start) * 1000, 3),
-            }
-        ),
-    ]
+    result = ExecResult(
+        argv=tuple(argv),
+        exit_code=proc.exit_status if proc is not None else None,
+        stdout=bytes(out),
+        stderr=bytes(err),
+        truncated=bool(state["truncated"]),
+        duration_ms=round((time.perf_counter() - start) * 1000, 3),
+        pid=0,
+    )
+    return result_content(result, cap, host=alias)
 
 
 def _retrieve(fut: asyncio.Future) -> None:
