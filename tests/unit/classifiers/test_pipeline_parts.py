@@ -95,13 +95,46 @@ def test_security_data_is_deterministic_and_covers_every_label():
 
 
 def test_security_hidden_copies_stay_with_their_group():
+    from meshward.security.training import held_out_splits
     from meshward.security.training.data import build_examples
 
     examples, _ = build_examples()
-    splits = split_by_group(examples, seed=13)
+    splits = held_out_splits(examples)
     train_groups = {e.group for e in splits["train"]}
     for split in ("calib", "test"):
         assert not ({e.group for e in splits[split]} & train_groups)
+
+
+def test_security_groups_are_templates_and_every_attack_family_trains():
+    """A held-out group is one phrasing (template); each attack family keeps phrasings in training."""
+    import random
+
+    from meshward.security.training import held_out_splits
+    from meshward.security.training.data import BENIGN, _family_examples, _yaml, build_examples
+
+    family = {"id": "f", "label": "security_bypass", "templates": ["{ignore_cap} {prior}.", "Please {ignore} {prior}."]}
+    drawn = _family_examples(family, _yaml("slots.yaml"), random.Random(1))
+    assert {e.group for e in drawn} == {"tpl:f:0", "tpl:f:1"}
+    assert all(e.text.startswith("Please") == (e.group == "tpl:f:1") for e in drawn)
+
+    examples, _ = build_examples()
+    splits = held_out_splits(examples)
+    family_of = lambda e: e.group.split(":")[1]  # noqa: E731
+    attack_families = {family_of(e) for e in examples if e.source == "template" and e.label != BENIGN}
+    trained = {family_of(e) for e in splits["train"] if e.group.startswith("tpl:")}
+    assert attack_families <= trained
+    held_out = {family_of(e) for s in ("calib", "test") for e in splits[s] if e.group.startswith("tpl:")}
+    assert len(held_out & attack_families) > len(attack_families) / 3  # and many have phrasings held out
+
+
+def test_training_views_add_each_distinct_view_once():
+    from meshward.classifier.training.pipeline import _expand_views
+
+    rows = _expand_views([Example("Ab", "x", "g", "template"), Example("cd", "y", "h", "template")],
+                         lambda t: [t.lower(), t.lower() + "!", t.lower() + "!"])
+    assert [(e.text, e.label, e.group) for e in rows] == [
+        ("Ab", "x", "g"), ("ab!", "x", "g"), ("cd", "y", "h"), ("cd!", "y", "h")]
+    assert rows[1].source == "template+view"
 
 
 def test_intent_labels_follow_the_scope_file(tmp_path):
@@ -144,3 +177,14 @@ def test_publish_is_atomic_and_keeps_the_latest_builds(tmp_path):
         publish(staging, tmp_path / f"security-key{i}", keep=2)
     (tmp_path / "intent-other").mkdir()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["intent-other", "security-key2", "security-key3"]
+
+
+def test_group_split_keeps_one_group_of_each_family_in_train():
+    examples = [Example(f"t{f}-{g}-{i}", "a", f"{f}:{g}") for f in range(6) for g in range(4) for i in range(3)]
+    examples += [Example(f"solo{g}", "a", f"solo{g}") for g in range(10)]
+    family = lambda g: None if g.startswith("solo") else g.split(":")[0]  # noqa: E731
+    for seed in range(5):
+        splits = split_by_group(examples, seed=seed, test=0.3, calib=0.3, family_of=family)
+        trained = {family(e.group) for e in splits["train"]}
+        assert {str(f) for f in range(6)} <= trained
+        assert splits["test"] and splits["calib"]

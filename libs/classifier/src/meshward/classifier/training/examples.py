@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 
 __all__ = ["SPLITS", "Example", "data_hash", "dedupe", "label_counts", "split_by_group"]
@@ -44,12 +44,14 @@ def _rank(seed: int, group: str) -> str:
     return hashlib.sha256(f"{seed}:{group}".encode()).hexdigest()
 
 
-def split_by_group(examples: Sequence[Example], seed: int, calib: float = 0.15, test: float = 0.15) -> dict[str, list[Example]]:
+def split_by_group(examples: Sequence[Example], seed: int, calib: float = 0.15, test: float = 0.15,
+                   family_of: Callable[[str], str | None] | None = None) -> dict[str, list[Example]]:
     """Deterministic group split, stratified by each group's majority label.
 
     Per label, groups are ordered by a seeded hash and go to test until it holds its ``test`` share of the
     label's examples, then to calib likewise, the rest to train (so each split's share holds in examples, not
-    just in groups).
+    just in groups). With ``family_of`` (group -> family, or None), the first group of each family in that order stays
+    in train, so every family is learned from and only some of its groups are held out.
     """
     by_group: dict[str, list[Example]] = defaultdict(list)
     for e in examples:
@@ -59,9 +61,16 @@ def split_by_group(examples: Sequence[Example], seed: int, calib: float = 0.15, 
         label = Counter(e.label for e in items).most_common(1)[0][0]
         groups_of_label[label].append(group)
     assignment: dict[str, str] = {}
+    if family_of is not None:
+        first: dict[str, str] = {}
+        for g in sorted(by_group, key=lambda g: _rank(seed, g)):
+            family = family_of(g)
+            if family is not None:
+                first.setdefault(family, g)
+        assignment.update(dict.fromkeys(first.values(), "train"))
     for label in sorted(groups_of_label):
-        groups = sorted(groups_of_label[label], key=lambda g: _rank(seed, g))
-        total = sum(len(by_group[g]) for g in groups)
+        total = sum(len(by_group[g]) for g in groups_of_label[label])
+        groups = sorted((g for g in groups_of_label[label] if g not in assignment), key=lambda g: _rank(seed, g))
         want = {"test": total * test, "calib": total * calib}
         have = {"test": 0, "calib": 0}
         for i, g in enumerate(groups):

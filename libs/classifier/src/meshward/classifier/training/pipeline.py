@@ -58,6 +58,11 @@ class ModelSpec:
     headline: Callable[[np.ndarray, list[int], dict[str, Any]], dict[str, Any]]  # task metrics on a split
     gates: Callable[[dict[str, Any]], list[dict[str, Any]]]  # [{"gate", "value", "ok"}] from the test headline
     external: Callable[[Any, dict[str, Any]], dict[str, Any]] | None = None
+    # The texts the run time actually reads for one input (e.g. normalised views); when set, the model is
+    # trained on every view of each training example, so that what it learns is what it is asked at run time.
+    training_views: Callable[[str], Sequence[str]] | None = None
+    # group -> family (None: no family); every family keeps a group in training (see split_by_group)
+    family_of: Callable[[str], str | None] | None = None
     config: TrainConfig = field(default_factory=TrainConfig)
     extra_card: dict[str, Any] = field(default_factory=dict)
 
@@ -91,6 +96,20 @@ def ensure_built(spec: ModelSpec, *, force: bool = False, root: Path | None = No
     return final
 
 
+def _expand_views(examples: Sequence[Example], views: Callable[[str], Sequence[str]]) -> list[Example]:
+    """Each example followed by its distinct run-time views (same label and group)."""
+    out: list[Example] = []
+    for e in examples:
+        seen = {" ".join(e.text.casefold().split())}
+        out.append(e)
+        for view in views(e.text):
+            key = " ".join(view.casefold().split())
+            if key and key not in seen:
+                seen.add(key)
+                out.append(Example(view, e.label, e.group, f"{e.source}+view"))
+    return out
+
+
 def _say(quiet: bool, text: str) -> None:
     if not quiet:
         print(text, file=sys.stderr, flush=True)
@@ -114,7 +133,7 @@ def build(spec: ModelSpec, key: str, final: Path, *, quiet: bool = False) -> dic
     _say(quiet, f"[{spec.name}] building model {key} into {final} (torch {torch.__version__}, {threads} threads)")
 
     examples, sources = spec.examples()
-    splits = split_by_group(examples, seed=config.seed)
+    splits = split_by_group(examples, seed=config.seed, family_of=spec.family_of)
     index = {label: i for i, label in enumerate(spec.labels)}
     for s, items in splits.items():
         _say(quiet, f"[{spec.name}] {s}: {len(items)} examples, {len({e.group for e in items})} groups, {label_counts(items)}")
@@ -122,6 +141,9 @@ def build(spec: ModelSpec, key: str, final: Path, *, quiet: bool = False) -> dic
     train_set = [e for e in splits["train"] if not e.source.startswith("eval:")]
     if os.environ.get(ENV_SMOKE_LIMIT):
         train_set = train_set[:: max(1, len(train_set) // int(os.environ[ENV_SMOKE_LIMIT]))]
+    if spec.training_views is not None:
+        train_set = _expand_views(train_set, spec.training_views)
+        _say(quiet, f"[{spec.name}] training on run-time views: {len(train_set)} rows")
     # A deterministic staging folder (we hold the build lock): a build that fails after training resumes from
     # the saved weights instead of training again.
     staging = final.parent / f".staging-{final.name}"

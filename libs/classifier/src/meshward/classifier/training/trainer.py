@@ -217,7 +217,7 @@ def train(config: TrainConfig, labels: Sequence[str], texts: Sequence[str], targ
                 seen += len(rows)
                 step += 1
                 bar.update(1)
-                bar.set_postfix(epoch=f"{epoch + 1}/{config.epochs}", loss=f"{running / seen:.4f}")
+                bar.set_postfix(epoch=f"{epoch + 1}/{config.epochs}", loss=f"{running / seen:.4f}", refresh=False)
             last_loss = running / max(1, seen)
     model.eval()
     return model, {"train_seconds": round(time.perf_counter() - started, 1), "cache_seconds": cached_seconds,
