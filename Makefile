@@ -53,6 +53,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/hop.py
 	$(BIN)/python bench/e2e.py
 	$(BIN)/python bench/classifiers.py
+	$(BIN)/python bench/security_layers.py
 	$(BIN)/python bench/tools.py
 	$(BIN)/python bench/memory.py
 

@@ -7,27 +7,34 @@ from __future__ import annotations
 from pathlib import Path
 
 from meshward.classifier import find_built
-from meshward.classifier.training import ModelSpec, TrainConfig, model_key
+from meshward.classifier.training import Example, ModelSpec, TrainConfig, model_key, split_by_group
 
-from .data import DATA_DIR, LABELS, build_examples
+from .data import DATA_DIR, LABELS, build_examples, family_of
 
-__all__ = ["LABELS", "MODEL_NAME", "build_spec", "find_model_dir", "key"]
+__all__ = ["CONFIG", "LABELS", "MODEL_NAME", "build_spec", "find_model_dir", "held_out_splits", "key"]
 
 MODEL_NAME = "security"
 DISPLAY_NAME = "meshward-security-minilm"
-CONFIG = TrainConfig(seed=13, epochs=4, batch_size=32, lr=1e-4, max_length=128, train_top_layers=3)
+CONFIG = TrainConfig(seed=13, epochs=4, batch_size=32, lr=5e-5, max_length=128, train_top_layers=6)
 _HERE = Path(__file__).resolve().parent
 _PACKAGE = _HERE.parent
 
 DATA_HOW = (
     "Template families (data/templates.yaml x data/slots.yaml, seeded draws), hand-written examples "
-    "(data/handwritten.yaml) and benign chat (Chit Chat dataset sample). A seeded share gets an obfuscated copy "
-    "(leetspeak, homoglyphs, zero-width characters, spaced letters, case, typos); 'eval-only hidden' copies hide "
+    "(data/handwritten.yaml) and benign chat (a 3,000-message Chit Chat dataset sample). A seeded share gets an obfuscated copy "
+    "(leetspeak, homoglyphs, zero-width characters, spaced letters, case, typos; benign as often as attacks); 'eval-only hidden' copies hide "
     "the text in base64, hex or Unicode tag characters behind a harmless carrier and are scored through the "
-    "run-time decoding views, never trained on. The held-out split is by group: a template family (all its "
-    "draws and their obfuscated copies), a hand-written example, or ten chat lines land in one split, so calib "
-    "and test hold phrasings never seen in training. Shares: test 15%, calib 15% of each label's examples."
+    "run-time decoding views, never trained on; the model is trained on the run-time views of each example. "
+    "The held-out split is by group: one template (all its draws and their obfuscated copies), a hand-written example, or ten chat lines land in one split, so calib "
+    "and test hold phrasings never seen in training; every template family keeps at least one template in "
+    "training, so each attack idea is learned. Shares: test 15%, calib 15% of each label's examples."
 )
+
+
+def _views(text: str) -> list[str]:
+    from ..classifier import views
+
+    return views(text)
 
 
 def build_spec() -> ModelSpec:
@@ -49,8 +56,15 @@ def build_spec() -> ModelSpec:
         headline=evaluate.headline,
         gates=evaluate.gates,
         external=evaluate.external,
+        training_views=_views,
+        family_of=family_of,
         config=CONFIG,
     )
+
+
+def held_out_splits(examples: list[Example]) -> dict[str, list[Example]]:
+    """train / calib / test exactly as the build splits them."""
+    return split_by_group(examples, seed=CONFIG.seed, family_of=family_of)
 
 
 def key() -> str:

@@ -1,7 +1,8 @@
 """The security training set: generated from templates, hand-written examples and benign chat, deterministic.
 
-* ``data/templates.yaml`` - template families x ``data/slots.yaml`` fillers (seeded draws); a family is one
-  group of the held-out split, so the test split holds phrasings the model never saw.
+* ``data/templates.yaml`` - template families x ``data/slots.yaml`` fillers (seeded draws); each template (one
+  phrasing, with all its draws) is one group of the held-out split, so the test split holds phrasings the model
+  never saw, while every family (attack idea) also has phrasings in training.
 * ``data/handwritten.yaml`` - longer, messier examples (multi-turn set-ups, documents and tool output with
   hidden instructions, social engineering, hard negatives); each is its own group.
 * ``data/chitchat_benign.txt`` - benign conversation (Chit Chat dataset sample), groups of 10 lines.
@@ -22,7 +23,7 @@ from typing import Any
 import yaml
 from meshward.classifier.training import Example, dedupe
 
-__all__ = ["BENIGN", "DATA_DIR", "LABELS", "build_examples", "external_sets", "transform"]
+__all__ = ["BENIGN", "DATA_DIR", "LABELS", "build_examples", "external_sets", "family_of", "transform"]
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 BENIGN = "benign"
@@ -31,7 +32,7 @@ LABELS = (BENIGN, "prompt_extraction", "credential_extraction", "role_manipulati
 SEED = 20240611
 SAMPLES_PER_FAMILY = 20
 OBFUSCATE_ATTACK = 0.35
-OBFUSCATE_BENIGN = 0.12
+OBFUSCATE_BENIGN = 0.35  # as often as attacks: an obfuscation alone must not look like an attack
 HIDE_ATTACK = 0.15
 HIDE_BENIGN = 0.05
 _SLOT = re.compile(r"\{(\w+)\}")
@@ -102,7 +103,6 @@ def _typo(text: str, rng: random.Random) -> str:
 
 TRANSFORMS = {"leet": _leet, "homoglyph": _homoglyph, "zero_width": _zero_width, "spaced": _spaced, "case": _case,
               "typo": _typo}
-_BENIGN_TRANSFORMS = ("homoglyph", "zero_width", "case", "typo", "case", "typo", "leet")
 
 
 def _b64(text: str) -> str:
@@ -143,18 +143,25 @@ def _fill(template: str, slots: dict[str, list[str]], rng: random.Random) -> str
 
 
 def _family_examples(family: dict[str, Any], slots: dict[str, list[str]], rng: random.Random) -> list[Example]:
+    """A family's draws; each template (one phrasing) is its own group of the held-out split."""
     templates: list[str] = family["templates"]
     n = int(family.get("n", SAMPLES_PER_FAMILY))
-    texts: dict[str, None] = {}
+    texts: dict[str, int] = {}
     if not any(_SLOT.search(t) for t in templates):
-        texts = dict.fromkeys(templates)
+        texts = {t: i for i, t in enumerate(templates)}
     else:
         for _ in range(n * 6):
             if len(texts) >= n:
                 break
-            texts.setdefault(_fill(rng.choice(templates), slots, rng))
-    group = f"tpl:{family['id']}"
-    return [Example(t, family["label"], group, "template") for t in texts]
+            i = rng.randrange(len(templates))
+            texts.setdefault(_fill(templates[i], slots, rng), i)
+    return [Example(t, family["label"], f"tpl:{family['id']}:{i}", "template") for t, i in texts.items()]
+
+
+def family_of(group: str) -> str | None:
+    """The template family of a ``tpl:<family>:<template>`` group; other groups have none."""
+    parts = group.split(":")
+    return parts[1] if parts[0] == "tpl" and len(parts) == 3 else None
 
 
 def _with_variants(examples: list[Example], rng: random.Random, carriers: list[str]) -> list[Example]:
@@ -163,7 +170,7 @@ def _with_variants(examples: list[Example], rng: random.Random, carriers: list[s
         out.append(e)
         attack = e.label != BENIGN
         if rng.random() < (OBFUSCATE_ATTACK if attack else OBFUSCATE_BENIGN):
-            name = rng.choice(list(TRANSFORMS)) if attack else rng.choice(_BENIGN_TRANSFORMS)
+            name = rng.choice(list(TRANSFORMS))
             out.append(Example(TRANSFORMS[name](e.text, rng), e.label, e.group, f"obfuscation:{name}"))
         if rng.random() < (HIDE_ATTACK if attack else HIDE_BENIGN) and len(e.text) < 400:
             name = rng.choice(list(HIDERS))
