@@ -110,7 +110,7 @@ def test_security_groups_are_templates_and_every_attack_family_trains():
     import random
 
     from meshward.security.training import held_out_splits
-    from meshward.security.training.data import BENIGN, _family_examples, _yaml, build_examples
+    from meshward.security.training.data import BENIGN, _family_examples, _yaml, build_examples, family_of
 
     family = {"id": "f", "label": "security_bypass", "templates": ["{ignore_cap} {prior}.", "Please {ignore} {prior}."]}
     drawn = _family_examples(family, _yaml("slots.yaml"), random.Random(1))
@@ -119,11 +119,10 @@ def test_security_groups_are_templates_and_every_attack_family_trains():
 
     examples, _ = build_examples()
     splits = held_out_splits(examples)
-    family_of = lambda e: e.group.split(":")[1]  # noqa: E731
-    attack_families = {family_of(e) for e in examples if e.source == "template" and e.label != BENIGN}
-    trained = {family_of(e) for e in splits["train"] if e.group.startswith("tpl:")}
+    attack_families = {family_of(e.group) for e in examples if e.source == "template" and e.label != BENIGN}
+    trained = {family_of(e.group) for e in splits["train"] if e.group.startswith("tpl:")}
     assert attack_families <= trained
-    held_out = {family_of(e) for s in ("calib", "test") for e in splits[s] if e.group.startswith("tpl:")}
+    held_out = {family_of(e.group) for s in ("calib", "test") for e in splits[s] if e.group.startswith("tpl:")}
     assert len(held_out & attack_families) > len(attack_families) / 3  # and many have phrasings held out
 
 
