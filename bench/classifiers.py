@@ -4,7 +4,9 @@
   security, tokenisation, ONNX, post-processing);
 * throughput at batch sizes 1..64 (questions per second, one call per batch);
 * micro-batching: 1, 8 and 64 concurrent clients through MicroBatcher (p50/p99 per request, throughput, mean
-  batch size).
+  batch size);
+* int8 on CPU: each question in a call of its own (what the services do: a verdict never depends on the rest of
+  the micro-batch) against the baseline of one shared call per batch, which is faster but batch-dependent.
 
 CPU (int8 model) always; CUDA (fp16 model) too when onnxruntime-gpu finds a GPU. Figures only, never asserted.
 
@@ -94,6 +96,20 @@ async def concurrent(fn, wrap, clients: int, seconds: float, max_batch: int, max
             "mean_batch": round(batcher.stats.mean_batch, 1)}
 
 
+def per_question_vs_shared(fn, wrap, clf, batch: int, seconds: float) -> dict[str, float]:
+    """Throughput of the int8 graph run per question (the services) and in one shared call (the baseline)."""
+    out = {}
+    invariant = clf.batch_invariant
+    try:
+        for name, shared in (("per_question", False), ("shared_call", True)):
+            clf.batch_invariant = shared
+            out[name] = throughput(fn, wrap, batch, seconds)
+    finally:
+        clf.batch_invariant = invariant
+    out["ratio"] = round(out["per_question"] / out["shared_call"], 3)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0)
@@ -113,6 +129,8 @@ def main() -> None:
             row["throughput_per_s"] = {b: throughput(fn, wrap, b, args.seconds / 2) for b in (1, 2, 4, 8, 16, 32, 64)}
             row["micro_batching"] = {c: asyncio.run(concurrent(fn, wrap, c, args.seconds, args.max_batch, args.max_wait_ms))
                                      for c in (1, 8, 64)}
+            if not clf.batch_invariant:
+                row["int8_batch_32"] = per_question_vs_shared(fn, wrap, clf, 32, args.seconds)
             report["results"][f"{name}/{device}"] = row
             s = row["single_query_ms"]
             print(f"\n{name} on {clf.provider} ({clf.model_file}, {clf.name} {clf.version})")
@@ -121,6 +139,10 @@ def main() -> None:
             for c, m in row["micro_batching"].items():
                 print(f"  {c:>2} concurrent clients: p50 {m['p50']:.2f} ms  p99 {m['p99']:.2f} ms  "
                       f"{m['per_s']:.0f}/s  mean batch {m['mean_batch']}")
+            if "int8_batch_32" in row:
+                r = row["int8_batch_32"]
+                print(f"  int8, batches of 32: per question {r['per_question']:.0f}/s vs one shared call "
+                      f"{r['shared_call']:.0f}/s (baseline): ratio {r['ratio']:.2f}")
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
 

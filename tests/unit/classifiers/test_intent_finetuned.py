@@ -78,10 +78,8 @@ def test_batched_equals_unbatched(intent_model, held_out):
     texts = [e.text for e in held_out[:40]]
     together = intent_model.classify_many([(t, False) for t in texts])
     alone = [intent_model.classify(t) for t in texts]
-    agree = sum(a.intent == b.intent for a, b in zip(together, alone, strict=True))
-    assert agree >= len(texts) - 1  # int8 activations are quantised per batch: tiny drift, same answers
-    drift = [abs(a.confidence - b.confidence) for a, b in zip(together, alone, strict=True)]
-    assert float(np.mean(drift)) < 0.03
+    # int8 activations are quantised per call, so each question runs alone: answers never depend on the batch
+    assert together == alone
     fp32 = OnnxTextClassifier(intent_model.clf.model_dir, device="cpu", model_file="model.fp32.onnx")
     batched = fp32.logits(texts)
     assert np.abs(batched - np.concatenate([fp32.logits([t]) for t in texts])).max() < 1e-3

@@ -3,6 +3,11 @@
 CUDAExecutionProvider when onnxruntime-gpu is installed and a GPU answers (fp16 model, fp32 as fallback),
 CPUExecutionProvider otherwise (int8 dynamically quantised model). ``MESHWARD_CLASSIFIER_DEVICE``
 (``auto`` | ``cpu`` | ``cuda``) and ``MESHWARD_CLASSIFIER_THREADS`` override the choice.
+
+A dynamically quantised graph scales its activations per call, over every row in the call, so a row's score
+would depend on the other rows it shares the call with. For such a graph the rows of each input (its *group*)
+run in a call of their own: a verdict depends on the question alone, never on what else was in the
+micro-batch. fp32 and fp16 graphs are batch-invariant and run batched.
 """
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ ENV_DEVICE = "MESHWARD_CLASSIFIER_DEVICE"
 ENV_THREADS = "MESHWARD_CLASSIFIER_THREADS"
 _SUB_BATCH = 64  # rows per session.run; bigger batches are split (bounded memory, similar lengths together)
 _PAD_MULTIPLE = 8
+DYNAMIC_QUANTIZED = frozenset({"model.int8.onnx"})  # activations scaled per call (see the module docstring)
 
 
 def available_providers() -> list[str]:
@@ -62,6 +68,7 @@ class OnnxTextClassifier:
             candidates = ["model.fp16.onnx", "model.fp32.onnx"] if cuda else ["model.int8.onnx"]
             model_file = next((c for c in candidates if (self.model_dir / c).is_file()), candidates[-1])
         self.model_file = model_file
+        self.batch_invariant = model_file not in DYNAMIC_QUANTIZED
 
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -77,6 +84,7 @@ class OnnxTextClassifier:
         self._tokenizer.no_padding()
         self._tokenizer.enable_truncation(self.max_length)
         self._lock = threading.Lock()  # the tokenizer's truncation state is shared; runs are serialised anyway
+        self.unk_id: int = self._tokenizer.token_to_id("[UNK]")
 
     # ------------------------------------------------------------------ API
     @property
@@ -87,18 +95,24 @@ class OnnxTextClassifier:
         with self._lock:
             return [e.ids for e in self._tokenizer.encode_batch(list(texts))]
 
+    def encode(self, text: str) -> list[int]:
+        """Every word-piece id of ``text``, untruncated, without CLS/SEP."""
+        with self._lock:
+            self._tokenizer.no_truncation()
+            try:
+                return self._tokenizer.encode(text, add_special_tokens=False).ids
+            finally:
+                self._tokenizer.enable_truncation(self.max_length)
+
     def token_windows(self, text: str, window: int, max_windows: int) -> list[list[int]]:
-        """Overlapping windows of at most ``window`` tokens (CLS/SEP added) covering a long text.
+        return self.windows(self.encode(text), window, max_windows)
+
+    def windows(self, ids: Sequence[int], window: int, max_windows: int) -> list[list[int]]:
+        """Overlapping windows of at most ``window`` tokens (CLS/SEP added) covering a long token sequence.
 
         When a text needs more than ``max_windows`` windows, the first and last ones and evenly spaced ones in
         between are kept.
         """
-        with self._lock:
-            self._tokenizer.no_truncation()
-            try:
-                ids = self._tokenizer.encode(text, add_special_tokens=False).ids
-            finally:
-                self._tokenizer.enable_truncation(self.max_length)
         cls, sep = self._tokenizer.token_to_id("[CLS]"), self._tokenizer.token_to_id("[SEP]")
         body = max(8, min(window, self.max_length) - 2)
         if len(ids) <= body:
@@ -114,28 +128,46 @@ class OnnxTextClassifier:
     def logits(self, texts: Sequence[str]) -> np.ndarray:
         return self.logits_from_ids(self.tokenize(texts))
 
-    def logits_from_ids(self, batch: Sequence[Sequence[int]]) -> np.ndarray:
-        """Raw logits for token-id sequences; similar lengths run together, padded to a multiple of 8."""
+    def logits_from_ids(self, batch: Sequence[Sequence[int]], groups: Sequence[int] | None = None) -> np.ndarray:
+        """Raw logits for token-id sequences.
+
+        ``groups[i]`` names the input row ``i`` belongs to (default: each row is its own input). A batch-invariant
+        graph runs similar lengths together, padded to a multiple of 8; a dynamically quantised one runs each
+        input's rows in a call of their own, so that its logits never depend on the other inputs.
+        """
         n = len(batch)
         out = np.zeros((n, len(self.labels)), dtype=np.float32)
         if n == 0:
             return out
-        order = np.argsort([len(ids) for ids in batch], kind="stable")
-        for start in range(0, n, _SUB_BATCH):
-            rows = order[start:start + _SUB_BATCH]
-            width = max(len(batch[i]) for i in rows)
-            width = min(self.max_length, -(-width // _PAD_MULTIPLE) * _PAD_MULTIPLE) if len(rows) > 1 else width
-            ids = np.zeros((len(rows), width), dtype=np.int64)
-            mask = np.zeros((len(rows), width), dtype=np.int64)
-            for r, i in enumerate(rows):
-                seq = batch[i][:width]
-                ids[r, :len(seq)] = seq
-                mask[r, :len(seq)] = 1
-            feeds = {"input_ids": ids, "attention_mask": mask}
-            if "token_type_ids" in self._inputs:
-                feeds["token_type_ids"] = np.zeros_like(ids)
-            out[rows] = self._session.run(["logits"], feeds)[0].astype(np.float32)
+        if self.batch_invariant:
+            order = np.argsort([len(ids) for ids in batch], kind="stable")
+            calls = [order[start:start + _SUB_BATCH] for start in range(0, n, _SUB_BATCH)]
+        else:
+            owners = list(range(n)) if groups is None else list(groups)
+            if len(owners) != n:
+                raise ValueError(f"groups has {len(owners)} entries for {n} rows")
+            by_owner: dict[int, list[int]] = {}
+            for row, owner in enumerate(owners):
+                by_owner.setdefault(owner, []).append(row)
+            calls = [np.asarray(rows[start:start + _SUB_BATCH]) for rows in by_owner.values()
+                     for start in range(0, len(rows), _SUB_BATCH)]
+        for rows in calls:
+            out[rows] = self._run([batch[i] for i in rows], pad=self.batch_invariant and len(rows) > 1)
         return out
+
+    def _run(self, rows: Sequence[Sequence[int]], *, pad: bool) -> np.ndarray:
+        width = max(len(ids) for ids in rows)
+        width = min(self.max_length, -(-width // _PAD_MULTIPLE) * _PAD_MULTIPLE) if pad else min(self.max_length, width)
+        ids = np.zeros((len(rows), width), dtype=np.int64)
+        mask = np.zeros((len(rows), width), dtype=np.int64)
+        for r, seq in enumerate(rows):
+            seq = seq[:width]
+            ids[r, :len(seq)] = seq
+            mask[r, :len(seq)] = 1
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        return self._session.run(["logits"], feeds)[0].astype(np.float32)
 
     def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
         """Calibrated class probabilities (temperature from the model card), shape (len(texts), len(labels))."""

@@ -34,12 +34,22 @@ def _rates(probs: np.ndarray, y: Sequence[int], threshold: float) -> tuple[float
 
 
 def operating_point(probs: np.ndarray, y: list[int]) -> dict[str, Any]:
-    """The threshold with the best mean of in-scope accuracy and OOS recall, among those with OOS recall >= 0.92."""
-    scored = [(t, *_rates(probs, y, float(t))) for t in _GRID]
-    ok = [s for s in scored if s[2] >= MIN_OOS_RECALL] or scored
-    t, in_acc, oos_recall = max(ok, key=lambda s: (s[1] + s[2], -abs(s[0] - 0.5)))
-    return {"threshold": float(t), "score": "1 - p(out_of_scope), temperature-scaled",
-            "chosen_on": f"calib split: best (in-scope accuracy + OOS recall) with OOS recall >= {MIN_OOS_RECALL}",
+    """The middle of the thresholds with the best in-scope accuracy among those that refuse >= 92% of the
+    out-of-scope calib questions.
+
+    In-scope accuracy comes first (a wrongly refused question is the assistant failing its user; attacks are
+    the security service's job), with a floor on out-of-scope recall above its 90% target. With ~100
+    questions per side in calib, the best accuracy is a plateau: its middle transfers to unseen questions,
+    while either end sits on one calib question.
+    """
+    scored = [(float(t), *_rates(probs, y, float(t))) for t in _GRID]
+    ok = [s for s in scored if s[2] >= MIN_OOS_RECALL] or [max(scored, key=lambda s: s[2])]
+    best = max(s[1] for s in ok)
+    plateau = [s for s in ok if s[1] >= best - 1e-9]
+    t, in_acc, oos_recall = plateau[len(plateau) // 2]
+    return {"threshold": t, "score": "1 - p(out_of_scope), temperature-scaled",
+            "chosen_on": (f"calib split: middle of the thresholds with the best in-scope accuracy among those with "
+                          f"OOS recall >= {MIN_OOS_RECALL}"),
             "calib_in_scope_accuracy": round(in_acc, 4), "calib_oos_recall": round(oos_recall, 4)}
 
 
