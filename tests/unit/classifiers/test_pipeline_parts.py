@@ -126,14 +126,15 @@ def test_security_groups_are_templates_and_every_attack_family_trains():
     assert len(held_out & attack_families) > len(attack_families) / 3  # and many have phrasings held out
 
 
-def test_training_views_add_each_distinct_view_once():
+def test_training_views_replace_each_example_by_its_distinct_views():
     from meshward.classifier.training.pipeline import _expand_views
 
-    rows = _expand_views([Example("Ab", "x", "g", "template"), Example("cd", "y", "h", "template")],
-                         lambda t: [t.lower(), t.lower() + "!", t.lower() + "!"])
+    rows = _expand_views([Example("Ab", "x", "g", "template"), Example("cd", "y", "h", "template"),
+                          Example("  ", "z", "i", "template")],
+                         lambda t: [t.lower(), t.lower() + "!", t.lower() + "!"] if t.strip() else [""])
     assert [(e.text, e.label, e.group) for e in rows] == [
-        ("Ab", "x", "g"), ("ab!", "x", "g"), ("cd", "y", "h"), ("cd!", "y", "h")]
-    assert rows[1].source == "template+view"
+        ("ab", "x", "g"), ("ab!", "x", "g"), ("cd", "y", "h"), ("cd!", "y", "h"), ("  ", "z", "i")]
+    assert rows[0].source == "template+view" and rows[2].source == "template"
 
 
 def test_intent_labels_follow_the_scope_file(tmp_path):

@@ -44,16 +44,15 @@ def test_quality_gates_on_the_held_out_split(security_model, held_out):
     probs = score_texts(security_model.clf, [e.text for e in test])
     attack = 1.0 - probs[:, BENIGN]
     is_attack = np.array([e.label != "benign" for e in test])
-    # the ROC point: attack recall >= 0.95 with at most 2% of benign questions flagged
-    recall_2pct, _ = recall_at_fpr(attack[is_attack], attack[~is_attack], 0.02)
-    assert recall_2pct >= 0.95, f"attack recall {recall_2pct:.3f} at 2% benign FPR"
+    # the target: >= 97.5% of attacks caught with at most 1% of benign questions flagged
+    recall_1pct, _ = recall_at_fpr(attack[is_attack], attack[~is_attack], 0.01)
+    assert recall_1pct >= 0.975, f"attack recall {recall_1pct:.3f} at 1% benign FPR"
     # the operating threshold chosen on the calib split transfers to test
     t = security_model.threshold
     recall = float((attack[is_attack] >= t).mean())
     fpr = float((attack[~is_attack] >= t).mean())
     assert fpr <= 0.02, f"benign false-positive rate {fpr:.3f} at the operating threshold {t:.3f}"
-    # calib holds harder benign phrasings than test, so its 1%-FPR threshold is conservative here (README)
-    assert recall >= 0.85, f"attack recall {recall:.3f} at the operating threshold {t:.3f}"
+    assert recall >= 0.95, f"attack recall {recall:.3f} at the operating threshold {t:.3f}"
     # category of the attacks it catches
     caught = is_attack & (attack >= t)
     labels = np.array([LABELS.index(e.label) for e in test])

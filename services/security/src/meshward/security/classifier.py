@@ -1,15 +1,21 @@
 """The fine-tuned security classifier at run time, and the decision layer around it.
 
-A question is scored through *views*: the variants :func:`normalize` folds it into (plain, homoglyph-folded,
-de-leeted, spaced letters joined, text hidden in Unicode tag characters, decoded base64/hex runs), each cut
-into overlapping windows of at most 128 tokens when long (attacks hidden deep inside a document). The
-question's attack score is the highest ``1 - p(benign)`` over all its views and windows; its category is that
-row's most likely threat. One ONNX call scores every view of every question in a micro-batch.
+A question is scored through *views*, one per piece of content :func:`readings` finds in it (the message
+itself, text hidden in Unicode tag characters, each decoded base64/hex run). A piece has several spellings
+(plain, homoglyph-folded, de-leeted, spaced-out letters joined); its view is the *canonical reading*, the
+spelling with the fewest unknown tokens, then the fewest word pieces: the one the tokenizer, like a human or
+an LLM, reads as words
+("1gn0r3 4ll rul3s" -> "ignore all rules", "Асt lіkе" in Cyrillic look-alikes -> "act like", while
+"sha256" or "ipv4" stay as written). The obfuscated spellings are never scored: read as a soup of single
+characters they made benign text look suspicious, and every attack they carry is in the canonical reading
+too (folding and de-leeting only respell the obfuscated words). Each view is cut into overlapping windows of
+at most 128 tokens when long (attacks hidden deep inside a document). The question's attack score is the
+highest ``1 - p(benign)`` over its views and windows; its category is that row's most likely threat.
 """
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +25,7 @@ from meshward.classifier import MicroBatcher, OnnxTextClassifier, softmax
 from meshward.contracts import DecidingLayer, ModelInfo, ThreatCategory
 
 from .decision import Finding
-from .normalize import normalize
+from .normalize import readings
 
 __all__ = [
     "ENV_MODEL_DIR",
@@ -27,6 +33,7 @@ __all__ = [
     "ClassifierLayer",
     "SecurityClassifier",
     "ThreatScore",
+    "canonical_ids",
     "score_texts",
     "views",
 ]
@@ -38,9 +45,26 @@ WINDOW_TOKENS = 128
 MAX_WINDOWS = 8  # per view: a 20k-character question is covered by first/last and evenly spaced windows
 
 
-def views(text: str) -> list[str]:
+def canonical_ids(text: str, encode: Callable[[str], Sequence[int]], unk_id: int) -> list[tuple[str, list[int]]]:
+    """(view, its word-piece ids) per piece of content: the spelling with the fewest unknown tokens, then the
+    fewest pieces, the first on a tie. (A word with a character outside the vocabulary is one ``[UNK]``, which
+    would otherwise make a look-alike soup the shortest spelling.)"""
+    out: list[tuple[str, list[int]]] = []
+    for spellings in readings(text)[:MAX_VIEWS]:
+        best: tuple[tuple[int, int], str, list[int]] | None = None
+        for spelling in spellings:
+            ids = list(encode(spelling))
+            rank = (ids.count(unk_id), len(ids))
+            if best is None or rank < best[0]:
+                best = (rank, spelling, ids)
+        if best is not None:
+            out.append((best[1], best[2]))
+    return out or [("", [])]
+
+
+def views(text: str, encode: Callable[[str], Sequence[int]], unk_id: int) -> list[str]:
     """The texts the classifier reads for one question (at least one, possibly empty)."""
-    return normalize(text)[:MAX_VIEWS] or [""]
+    return [view for view, _ in canonical_ids(text, encode, unk_id)]
 
 
 def score_texts(clf: OnnxTextClassifier, texts: Sequence[str]) -> np.ndarray:
@@ -49,11 +73,11 @@ def score_texts(clf: OnnxTextClassifier, texts: Sequence[str]) -> np.ndarray:
     rows: list[list[int]] = []
     owner: list[int] = []
     for i, text in enumerate(texts):
-        for view in views(text):
-            for window in clf.token_windows(view, WINDOW_TOKENS, MAX_WINDOWS):
+        for _, ids in canonical_ids(text, clf.encode, clf.unk_id):
+            for window in clf.windows(ids, WINDOW_TOKENS, MAX_WINDOWS):
                 rows.append(window)
                 owner.append(i)
-    probs = softmax(clf.logits_from_ids(rows), clf.temperature)
+    probs = softmax(clf.logits_from_ids(rows, owner), clf.temperature)
     attack = 1.0 - probs[:, benign]
     out = np.zeros((len(texts), len(clf.labels)), dtype=np.float32)
     best = np.full(len(texts), -1.0)

@@ -52,6 +52,9 @@ _HOMOGLYPHS = str.maketrans({
     "ρ": "p", "τ": "t", "υ": "u", "χ": "x", "ω": "w", "ς": "c",
 })
 
+_HOMOGLYPH_KEYS = frozenset(chr(cp) for cp in _HOMOGLYPHS)
+_WORD = re.compile(r"\w+")
+
 _LEET_CHARS = "0134579@$!|"
 _LEET_I = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "@": "a", "$": "s",
                          "!": "i", "|": "l", "9": "g"})
@@ -71,15 +74,30 @@ _HEX = re.compile(r"(?:[0-9a-fA-F]{2})+")
 
 def normalize(text: str) -> list[str]:
     """Distinct, non-empty lowercase variants of `text` (first: the plain folded text)."""
+    return list(dict.fromkeys(v for group in readings(text) for v in group))
+
+
+def readings(text: str) -> list[list[str]]:
+    """The pieces of content in `text`, each with its alternative readings (distinct, non-empty, lowercase).
+
+    The first piece is the message itself (plain, homoglyph-folded, letters of spaced-out words joined,
+    de-leeted); then any text smuggled in Unicode tag characters; then each decoded base64/hex run. Readings of
+    one piece say the same thing in different spellings; different pieces are different content.
+    """
     text = text[:MAX_INPUT_CHARS]
     cleaned = unicodedata.normalize("NFKC", text).translate(_CLEAN_TABLE)
-    variants = _variants(cleaned)
+    pieces = [_variants(cleaned)]
     hidden = " ".join(_TAG_RUN.findall(text))
     if hidden:
-        variants.extend(_variants("".join(chr(ord(c) - 0xE0000) if c != " " else c for c in hidden)))
+        pieces.append(_variants("".join(chr(ord(c) - 0xE0000) if c != " " else c for c in hidden)))
     for decoded in decode_segments(cleaned):
-        variants.extend(_variants(unicodedata.normalize("NFKC", decoded).translate(_CLEAN_TABLE)))
-    return [v for v in dict.fromkeys(variants) if v]
+        pieces.append(_variants(unicodedata.normalize("NFKC", decoded).translate(_CLEAN_TABLE)))
+    out: list[list[str]] = []
+    for piece in pieces:
+        distinct = [v for v in dict.fromkeys(piece) if v]
+        if distinct and distinct not in out:
+            out.append(distinct)
+    return out
 
 
 def decode_segments(text: str, limit: int = MAX_DECODED_SEGMENTS) -> list[str]:
@@ -96,7 +114,7 @@ def decode_segments(text: str, limit: int = MAX_DECODED_SEGMENTS) -> list[str]:
 
 def _variants(cleaned: str) -> list[str]:
     plain = cleaned.casefold()
-    folded = plain if cleaned.isascii() else _strip_marks(cleaned.translate(_HOMOGLYPHS).casefold())
+    folded = plain if cleaned.isascii() else _strip_marks(_WORD.sub(_fold_word, cleaned).casefold())
     raw = [plain, folded]
     if _SPACED_RUN.search(folded):
         raw.append(_SPACED_RUN.sub(_join_run, folded))
@@ -108,6 +126,15 @@ def _variants(cleaned: str) -> list[str]:
     return [_WS.sub(" ", v).strip() for v in raw]
 
 
+def _fold_word(match: re.Match[str]) -> str:
+    # Only words written entirely in ASCII and look-alike letters are folded: "раѕѕwоrd" is an obfuscated
+    # "password", while "пароль" (letters with no Latin twin) is Russian and stays as written.
+    word = match.group()
+    if all(c.isascii() or c in _HOMOGLYPH_KEYS or not c.isalpha() for c in word):
+        return word.translate(_HOMOGLYPHS)
+    return word
+
+
 def _strip_marks(text: str) -> str:
     decomposed = unicodedata.normalize("NFKD", text)
     return "".join(c for c in decomposed if not unicodedata.combining(c))
@@ -115,9 +142,12 @@ def _strip_marks(text: str) -> str:
 
 def _join_run(match: re.Match[str]) -> str:
     # Letters of one word are split by the narrowest gap; a wider gap separates words.
+    # When letters are joined by dots or dashes, a plain space between them is a word break too.
     run = match.group()
-    narrowest = min(len(g) for g in _GAP.findall(run))
-    return _GAP.sub(lambda g: " " if len(g.group()) > narrowest else "", run)
+    gaps = _GAP.findall(run)
+    narrowest = min(len(g) for g in gaps)
+    spaces_split = any(" " not in g for g in gaps)
+    return _GAP.sub(lambda g: " " if len(g.group()) > narrowest or (spaces_split and " " in g.group()) else "", run)
 
 
 def _deleet(text: str, table: dict[int, str]) -> str:

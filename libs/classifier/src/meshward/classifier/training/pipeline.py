@@ -58,8 +58,8 @@ class ModelSpec:
     headline: Callable[[np.ndarray, list[int], dict[str, Any]], dict[str, Any]]  # task metrics on a split
     gates: Callable[[dict[str, Any]], list[dict[str, Any]]]  # [{"gate", "value", "ok"}] from the test headline
     external: Callable[[Any, dict[str, Any]], dict[str, Any]] | None = None
-    # The texts the run time actually reads for one input (e.g. normalised views); when set, the model is
-    # trained on every view of each training example, so that what it learns is what it is asked at run time.
+    # The texts the run time actually reads for one input (e.g. normalised views); when set, each training
+    # example is replaced by its views, so that what the model learns is what it is asked at run time.
     training_views: Callable[[str], Sequence[str]] | None = None
     # group -> family (None: no family); every family keeps a group in training (see split_by_group)
     family_of: Callable[[str], str | None] | None = None
@@ -97,16 +97,18 @@ def ensure_built(spec: ModelSpec, *, force: bool = False, root: Path | None = No
 
 
 def _expand_views(examples: Sequence[Example], views: Callable[[str], Sequence[str]]) -> list[Example]:
-    """Each example followed by its distinct run-time views (same label and group)."""
+    """Each example replaced by its distinct run-time views (same label and group): the model learns from
+    exactly the texts it is asked at run time. An example whose views are all empty stays as it is."""
     out: list[Example] = []
     for e in examples:
-        seen = {" ".join(e.text.casefold().split())}
-        out.append(e)
+        seen: set[str] = set()
         for view in views(e.text):
             key = " ".join(view.casefold().split())
             if key and key not in seen:
                 seen.add(key)
-                out.append(Example(view, e.label, e.group, f"{e.source}+view"))
+                out.append(e if view == e.text else Example(view, e.label, e.group, f"{e.source}+view"))
+        if not seen:
+            out.append(e)
     return out
 
 

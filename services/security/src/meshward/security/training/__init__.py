@@ -4,7 +4,9 @@ Torch-free at import: the service uses :func:`find_model_dir` at start-up. Build
 """
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 from meshward.classifier import find_built
 from meshward.classifier.training import Example, ModelSpec, TrainConfig, model_key, split_by_group
@@ -15,7 +17,7 @@ __all__ = ["CONFIG", "LABELS", "MODEL_NAME", "build_spec", "find_model_dir", "he
 
 MODEL_NAME = "security"
 DISPLAY_NAME = "meshward-security-minilm"
-CONFIG = TrainConfig(seed=13, epochs=4, batch_size=32, lr=5e-5, max_length=128, train_top_layers=6)
+CONFIG = TrainConfig(seed=13, epochs=6, batch_size=32, lr=5e-5, max_length=128, train_top_layers=6)
 _HERE = Path(__file__).resolve().parent
 _PACKAGE = _HERE.parent
 
@@ -31,10 +33,23 @@ DATA_HOW = (
 )
 
 
+@cache
+def _base_tokenizer() -> Any:
+    from meshward.classifier import base_model_dir
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(base_model_dir() / "tokenizer.json"))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return tokenizer
+
+
 def _views(text: str) -> list[str]:
+    """The canonical readings the service scores (the base model's tokenizer is the fine-tuned one's)."""
     from ..classifier import views
 
-    return views(text)
+    tokenizer = _base_tokenizer()
+    return views(text, lambda t: tokenizer.encode(t, add_special_tokens=False).ids, tokenizer.token_to_id("[UNK]"))
 
 
 def build_spec() -> ModelSpec:
