@@ -100,8 +100,15 @@ _NOT_ABOUT = (r"(?!\s*(?:requirements?|limits?|counts?|usage|window|budget|polic
               r"strength|complexity|managers?|resets?|rotation|best\s+practices|hashing|format|expiry|"
               r"expiration|lifetime|fields?|prompt|input|generation|strategy|hygiene|storage|holders?|"
               r"recovery|change|changes|protection|security|tips)\b)")
-# Up to three words qualifying a secret ("the prod database password"), but no clause ("the rules for passwords").
-_DESCRIPTIVE = r"(?:(?!(?:for|of|in|on|about|with|to|and|or|at|from|by|that|which|how)\b)[\w.'-]+\s+){0,3}?"
+# "make redis read its password from a file" configures a service; "read your password from a file" does not.
+_FROM_A_STORE = (r"(?!\s+from\s+(?:a|an|the)\s+(?:file|secrets?\s+file|environment\s+variable|env\s+var|vault|"
+                 r"secrets?\s+manager)\b)")
+# Up to three words qualifying a secret ("the prod database password"), but no clause ("the rules for passwords")
+# and no comparison ("the difference between an API key and a token").
+_NOT_QUALIFIER = (r"(?:for|of|in|on|about|with|to|and|or|at|from|by|that|which|how|between|versus|vs|difference|"
+                  r"differences|meaning|purpose|definition)\b")
+_DESCRIPTIVE = rf"(?:(?!{_NOT_QUALIFIER})[\w.'-]+\s+){{0,3}}?"
+_QUALIFIERS = rf"(?:(?!{_NOT_QUALIFIER})[\w'-]+\s+){{0,3}}?"
 _ENV_NAME = r"\$?\{?[a-z][a-z0-9]*(?:_[a-z0-9]+){0,6}_(?:key|token|secret|password|pass|pwd|passwd|credentials?|apikey)\b"
 
 _READ = (r"(?:cat|less|more|head|tail|type|nl|tac|strings|xxd|hexdump|od|base64|read|open|print|show|display|"
@@ -157,7 +164,7 @@ def _rule(name: str, category: ThreatCategory, score: float, pattern: str) -> Ru
 DEFAULT_RULES: tuple[Rule, ...] = (
     # --- prompt extraction ---------------------------------------------------------------------
     _rule("prompt.reveal_system_prompt", PE, 0.97,
-          rf"\b(?:{_REVEAL}|{_WHAT_IS})\b{_ANY_WORDS}\s+(?:{_YOUR}|the|this|its|that)\s+(?:[\w'-]+\s+){{0,3}}?"
+          rf"\b(?:{_REVEAL}|{_WHAT_IS})\b{_ANY_WORDS}\s+(?:{_YOUR}|the|this|its|that)\s+{_QUALIFIERS}"
           rf"{_SYS_PROMPT}{_NOT_ELSEWHERE}"),
     _rule("prompt.your_instructions", PE, 0.95,
           rf"\b(?:{_REVEAL}|{_WHAT_IS})\b{_FILL}\s+(?:all\s+|of\s+)*{_YOUR}\s+{_INSTRUCTIONS}{_NOT_ELSEWHERE}"),
@@ -193,8 +200,8 @@ DEFAULT_RULES: tuple[Rule, ...] = (
 
     # --- credential extraction -------------------------------------------------------------------
     _rule("credential.request_secret", CE, 0.95,
-          rf"\b{_CRED_VERB}\b{_FILL}\s+(?:{_YOUR}|its|our|the|this\s+{_SELF_NOUN}'?s?)\s+{_DESCRIPTIVE}"
-          rf"{_CRED_TARGET}{_NOT_ABOUT}"),
+          rf"\b{_CRED_VERB}\b{_FILL}\s+(?:{_YOUR}|this\s+{_SELF_NOUN}'?s?)\s+{_DESCRIPTIVE}{_CRED_TARGET}{_NOT_ABOUT}|"
+          rf"\b{_CRED_VERB}\b{_FILL}\s+(?:its|our|the)\s+{_DESCRIPTIVE}{_CRED_TARGET}{_NOT_ABOUT}{_FROM_A_STORE}"),
     _rule("credential.env_secret_name", CE, 0.97,
           rf"\b(?:{_CRED_VERB}|echo|cat|printenv|get|read)\b{_ANY_WORDS}\s+{_ENV_NAME}"),
     _rule("credential.env_secret_code", CE, 0.96,
@@ -239,7 +246,8 @@ DEFAULT_RULES: tuple[Rule, ...] = (
           rf"doesn'?t\s+follow|does\s+not\s+follow))\s+(?:any\s+)?(?:\w+\s+)?{_FREE_OF}"),
     _rule("role.pretend", RM, 0.96,
           r"\b(?:pretend(?:ing)?|make[\s-]+believe)\s+(?:that\s+|to\s+be\b|you\s*(?:are|'re|were|r)\b|"
-          r"you\s+have\s+no\b|there\s+(?:are|is)\s+no\b|you'?re\b)"),
+          r"you\s+have\s+no\b|there\s+(?:are|is)\s+no\b|you'?re\b)"
+          r"(?!\s+(?:presenting|explaining|teaching|giving|talking|showing|walking|introducing|describing)\b)"),
     _rule("role.roleplay", RM, 0.93, r"\brole[\s-]?play(?:ing)?\s+(?:as|that|with\s+me\s+as)\b"),
     _rule("role.act_as", RM, 0.94,
           r"\b(?:act|acting|behave|respond|reply|answer|operate|function|pose|masquerade|play|talk)\s+(?:as|like)\s+"
@@ -310,6 +318,9 @@ DEFAULT_RULES: tuple[Rule, ...] = (
           r"(?:\w+\s+)?(?:restrictions|filters?|filtering|censorship|limitations|guardrails|safeguards|safety|rules|"
           r"ethics|morals|moral|ethical|policies|constraints|guidelines|moderation)\b"),
     _rule("bypass.jailbreak", SB, 0.95,
+          # the topic itself, at this mention (variants are lowercase with single spaces)
+          r"(?<!what is a )(?<!what's a )(?<!whats a )(?<!what is an )(?<!what are )(?<!what is )(?<!how do )"
+          r"(?<!how does )"
           r"\bjail\s*-?\s*break(?:s|ing|ed|er)?\b(?!\s+(?:my|an?|the|your|this|that|his|her|their)\s+(?:old\s+|new\s+)?"
           r"(?:iphone|ipad|ipod|ios|phone|android|device|console|playstation|ps[2-5]|xbox|switch|kindle|firestick|"
           r"fire\s+stick|router|tablet|apple\s+tv|roku|wii|3ds|psp|car|tesla)\b)"),
