@@ -36,7 +36,7 @@ def test_fp32_runs_batched_and_matches_row_by_row(intent_model):
 
 def test_encode_and_windows_cover_a_long_text(intent_model):
     clf = intent_model.clf
-    ids = clf.encode("word " * 1000)
+    ids = clf.pieces.encode("word " * 1000)
     assert len(ids) == 1000  # untruncated
     windows = clf.windows(ids, 128, 8)
     assert len(windows) == 8 and all(len(w) <= 128 for w in windows)

@@ -4,21 +4,17 @@ from __future__ import annotations
 import base64
 
 import pytest
-from meshward.classifier import base_model_dir
+from meshward.classifier import WordPieces, base_model_dir
 from meshward.security.classifier import MAX_VIEWS, canonical_ids, views
-from tokenizers import Tokenizer
 
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    tok = Tokenizer.from_file(str(base_model_dir() / "tokenizer.json"))
-    tok.no_truncation()
-    tok.no_padding()
-    return tok
+    return WordPieces(base_model_dir() / "tokenizer.json")
 
 
 def read(tokenizer, text):
-    return views(text, lambda t: tokenizer.encode(t, add_special_tokens=False).ids, tokenizer.token_to_id("[UNK]"))
+    return views(text, tokenizer)
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -45,5 +41,4 @@ def test_every_question_has_a_bounded_number_of_views(tokenizer):
     segments = " ".join(base64.b64encode(f"hidden message number {i}".encode()).decode() for i in range(20))
     assert len(read(tokenizer, segments)) <= MAX_VIEWS
     assert read(tokenizer, "") == [""] and read(tokenizer, "\u200b\u200c") == [""]
-    ids = canonical_ids("hello", lambda t: tokenizer.encode(t, add_special_tokens=False).ids, 100)
-    assert ids == [("hello", tokenizer.encode("hello", add_special_tokens=False).ids)]
+    assert canonical_ids("hello", tokenizer) == [("hello", tokenizer.encode("hello"))]

@@ -4,7 +4,7 @@ The training pipeline lives in :mod:`meshward.classifier.training` and needs the
 (torch, transformers, onnx); nothing imported from here pulls it in.
 """
 from .batcher import BatcherClosed, BatcherStats, DeadlineExceeded, MicroBatcher
-from .runtime import CPU, CUDA, OnnxTextClassifier, available_providers, softmax
+from .runtime import CPU, CUDA, OnnxTextClassifier, WordPieces, available_providers, softmax
 from .store import (
     ENV_MODELS_DIR,
     ModelNotBuiltError,
@@ -27,6 +27,7 @@ __all__ = [
     "MicroBatcher",
     "ModelNotBuiltError",
     "OnnxTextClassifier",
+    "WordPieces",
     "available_providers",
     "base_model_dir",
     "base_model_fingerprint",

@@ -12,7 +12,6 @@ micro-batch. fp32 and fp16 graphs are batch-invariant and run batched.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,8 @@ from tokenizers import Tokenizer
 
 from .store import read_card
 
-__all__ = ["CPU", "CUDA", "ENV_DEVICE", "ENV_THREADS", "OnnxTextClassifier", "available_providers", "softmax"]
+__all__ = ["CPU", "CUDA", "ENV_DEVICE", "ENV_THREADS", "OnnxTextClassifier", "WordPieces", "available_providers",
+           "softmax"]
 
 CPU = "CPUExecutionProvider"
 CUDA = "CUDAExecutionProvider"
@@ -43,6 +43,21 @@ def softmax(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
     z -= z.max(axis=-1, keepdims=True)
     e = np.exp(z)
     return (e / e.sum(axis=-1, keepdims=True)).astype(np.float32)
+
+
+class WordPieces:
+    """A text's every word-piece id, untruncated and without CLS/SEP (what views and windows are made of)."""
+
+    def __init__(self, tokenizer_file: str | Path) -> None:
+        self._tokenizer = Tokenizer.from_file(str(tokenizer_file))
+        self._tokenizer.no_truncation()
+        self._tokenizer.no_padding()
+        self.unk_id: int = self._tokenizer.token_to_id("[UNK]")
+        self.cls_id: int = self._tokenizer.token_to_id("[CLS]")
+        self.sep_id: int = self._tokenizer.token_to_id("[SEP]")
+
+    def encode(self, text: str) -> list[int]:
+        return self._tokenizer.encode(text, add_special_tokens=False).ids
 
 
 class OnnxTextClassifier:
@@ -83,8 +98,7 @@ class OnnxTextClassifier:
         self._tokenizer = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
         self._tokenizer.no_padding()
         self._tokenizer.enable_truncation(self.max_length)
-        self._lock = threading.Lock()  # the tokenizer's truncation state is shared; runs are serialised anyway
-        self.unk_id: int = self._tokenizer.token_to_id("[UNK]")
+        self.pieces = WordPieces(self.model_dir / "tokenizer.json")
 
     # ------------------------------------------------------------------ API
     @property
@@ -92,20 +106,10 @@ class OnnxTextClassifier:
         return {"name": self.name, "version": self.version, "provider": self.provider, "file": self.model_file}
 
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
-        with self._lock:
-            return [e.ids for e in self._tokenizer.encode_batch(list(texts))]
-
-    def encode(self, text: str) -> list[int]:
-        """Every word-piece id of ``text``, untruncated, without CLS/SEP."""
-        with self._lock:
-            self._tokenizer.no_truncation()
-            try:
-                return self._tokenizer.encode(text, add_special_tokens=False).ids
-            finally:
-                self._tokenizer.enable_truncation(self.max_length)
+        return [e.ids for e in self._tokenizer.encode_batch(list(texts))]
 
     def token_windows(self, text: str, window: int, max_windows: int) -> list[list[int]]:
-        return self.windows(self.encode(text), window, max_windows)
+        return self.windows(self.pieces.encode(text), window, max_windows)
 
     def windows(self, ids: Sequence[int], window: int, max_windows: int) -> list[list[int]]:
         """Overlapping windows of at most ``window`` tokens (CLS/SEP added) covering a long token sequence.
@@ -113,7 +117,7 @@ class OnnxTextClassifier:
         When a text needs more than ``max_windows`` windows, the first and last ones and evenly spaced ones in
         between are kept.
         """
-        cls, sep = self._tokenizer.token_to_id("[CLS]"), self._tokenizer.token_to_id("[SEP]")
+        cls, sep = self.pieces.cls_id, self.pieces.sep_id
         body = max(8, min(window, self.max_length) - 2)
         if len(ids) <= body:
             return [[cls, *ids, sep]]

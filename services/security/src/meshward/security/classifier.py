@@ -15,13 +15,13 @@ highest ``1 - p(benign)`` over its views and windows; its category is that row's
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from meshward.bus.context import current_deadline
-from meshward.classifier import MicroBatcher, OnnxTextClassifier, softmax
+from meshward.classifier import MicroBatcher, OnnxTextClassifier, WordPieces, softmax
 from meshward.contracts import DecidingLayer, ModelInfo, ThreatCategory
 
 from .decision import Finding
@@ -45,26 +45,20 @@ WINDOW_TOKENS = 128
 MAX_WINDOWS = 8  # per view: a 20k-character question is covered by first/last and evenly spaced windows
 
 
-def canonical_ids(text: str, encode: Callable[[str], Sequence[int]], unk_id: int) -> list[tuple[str, list[int]]]:
+def canonical_ids(text: str, pieces: WordPieces) -> list[tuple[str, list[int]]]:
     """(view, its word-piece ids) per piece of content: the spelling with the fewest unknown tokens, then the
     fewest pieces, the first on a tie. (A word with a character outside the vocabulary is one ``[UNK]``, which
     would otherwise make a look-alike soup the shortest spelling.)"""
     out: list[tuple[str, list[int]]] = []
     for spellings in readings(text)[:MAX_VIEWS]:
-        best: tuple[tuple[int, int], str, list[int]] | None = None
-        for spelling in spellings:
-            ids = list(encode(spelling))
-            rank = (ids.count(unk_id), len(ids))
-            if best is None or rank < best[0]:
-                best = (rank, spelling, ids)
-        if best is not None:
-            out.append((best[1], best[2]))
+        encoded = [(spelling, pieces.encode(spelling)) for spelling in spellings]
+        out.append(min(encoded, key=lambda e: (e[1].count(pieces.unk_id), len(e[1]))))
     return out or [("", [])]
 
 
-def views(text: str, encode: Callable[[str], Sequence[int]], unk_id: int) -> list[str]:
+def views(text: str, pieces: WordPieces) -> list[str]:
     """The texts the classifier reads for one question (at least one, possibly empty)."""
-    return [view for view, _ in canonical_ids(text, encode, unk_id)]
+    return [view for view, _ in canonical_ids(text, pieces)]
 
 
 def score_texts(clf: OnnxTextClassifier, texts: Sequence[str]) -> np.ndarray:
@@ -73,7 +67,7 @@ def score_texts(clf: OnnxTextClassifier, texts: Sequence[str]) -> np.ndarray:
     rows: list[list[int]] = []
     owner: list[int] = []
     for i, text in enumerate(texts):
-        for _, ids in canonical_ids(text, clf.encode, clf.unk_id):
+        for _, ids in canonical_ids(text, clf.pieces):
             for window in clf.windows(ids, WINDOW_TOKENS, MAX_WINDOWS):
                 rows.append(window)
                 owner.append(i)

@@ -34,22 +34,17 @@ DATA_HOW = (
 
 
 @cache
-def _base_tokenizer() -> Any:
-    from meshward.classifier import base_model_dir
-    from tokenizers import Tokenizer
+def _base_pieces() -> Any:
+    from meshward.classifier import WordPieces, base_model_dir
 
-    tokenizer = Tokenizer.from_file(str(base_model_dir() / "tokenizer.json"))
-    tokenizer.no_truncation()
-    tokenizer.no_padding()
-    return tokenizer
+    return WordPieces(base_model_dir() / "tokenizer.json")
 
 
 def _views(text: str) -> list[str]:
     """The canonical readings the service scores (the base model's tokenizer is the fine-tuned one's)."""
     from ..classifier import views
 
-    tokenizer = _base_tokenizer()
-    return views(text, lambda t: tokenizer.encode(t, add_special_tokens=False).ids, tokenizer.token_to_id("[UNK]"))
+    return views(text, _base_pieces())
 
 
 def build_spec() -> ModelSpec:
