@@ -14,6 +14,17 @@ from .events import (
 )
 from .health import HealthReply, HealthRequest
 from .intent import OUT_OF_SCOPE, IntentRequest, IntentResult, IntentScore
+from .llm import (
+    AttemptOutcome,
+    ChatChunk,
+    ChatMessage,
+    ChatRequest,
+    ChatResponse,
+    ChatRole,
+    ProviderAttempt,
+    ToolCallRequestByModel,
+    Usage,
+)
 from .memory import (
     ContextReply,
     ContextRequest,
@@ -33,6 +44,7 @@ from .memory import (
     Turn,
 )
 from .security import (
+    CheckMode,
     DecidingLayer,
     LeakKind,
     ModelInfo,
@@ -55,6 +67,8 @@ from .tools import (
 )
 
 __all__ = [
+    "AttemptOutcome", "ChatChunk", "ChatMessage", "ChatRequest", "ChatResponse", "ChatRole", "CheckMode",
+    "ProviderAttempt", "ToolCallRequestByModel", "Usage",
     "AgentDecision", "CONTRACTS_VERSION", "Content", "ContextReply", "ContextRequest", "Hit", "InsightsReply",
     "InsightsRequest", "RetractThreatReply", "RetractThreatRequest", "SearchReply", "SearchRequest",
     "SimilarThreatsReply", "SimilarThreatsRequest", "DataContent", "DecidingLayer", "ENDPOINTS", "EVENTS", "Endpoint",

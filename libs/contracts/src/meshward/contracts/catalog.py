@@ -9,6 +9,7 @@ from .errors import ErrorReply
 from .events import InteractionCompleted, RoutingDecision, SecurityViolation, ToolCalled
 from .health import HealthReply, HealthRequest
 from .intent import IntentRequest, IntentResult
+from .llm import ChatRequest, ChatResponse
 from .memory import (
     ContextReply,
     ContextRequest,
@@ -51,6 +52,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(s.MEMORY_INSIGHTS, InsightsRequest, InsightsReply, "memory", "Violation totals, distribution, last seen."),
     Endpoint(s.MEMORY_RETRACT_THREAT, RetractThreatRequest, RetractThreatReply, "memory", "Retract a learned threat (operator fix for a false block)."),
     Endpoint(s.MEMORY_CONTEXT, ContextRequest, ContextReply, "memory", "A thread's compressed context (summary + recent turns)."),
+    Endpoint(s.LLM_CHAT, ChatRequest, ChatResponse, "llm", "Chat completion with tool calling; streams ChatChunk on stream_subject."),
 ) + tuple(
     Endpoint(s.health(name), HealthRequest, HealthReply, name, f"Readiness of the {name} service.")
     for name in s.SERVICES

@@ -29,10 +29,17 @@ class ModelInfo(Message):
     provider: str | None = None  # e.g. CPUExecutionProvider
 
 
+class CheckMode(StrEnum):
+    INPUT = "input"  # a user's question: any threat category
+    CONTENT = "content"  # untrusted text (tool result, document, page): instructions addressed to the assistant
+
+
 class SecurityCheckRequest(Message):
     text: str = Field(max_length=MAX_TEXT_CHARS)
     thread_id: str | None = Field(default=None, max_length=MAX_ID_CHARS)
-    context: list[str] = Field(default_factory=list, max_length=MAX_LIST_ITEMS)
+    context: list[str] = Field(default_factory=list, max_length=MAX_LIST_ITEMS)  # the thread's recent user turns
+    mode: CheckMode = CheckMode.INPUT
+    source: str | None = Field(default=None, max_length=MAX_ID_CHARS)  # content mode: e.g. "tool:pdf_extract"
 
 
 class SecurityVerdict(Message):
@@ -42,6 +49,7 @@ class SecurityVerdict(Message):
     layer: DecidingLayer
     reason: str = ""
     model: ModelInfo | None = None
+    source: str | None = Field(default=None, max_length=MAX_ID_CHARS)  # echoed from the request
 
 
 class LeakKind(StrEnum):

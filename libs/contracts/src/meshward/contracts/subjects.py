@@ -15,8 +15,9 @@ MEMORY_SIMILAR_THREATS = f"{PREFIX}.memory.similar_threats"
 MEMORY_INSIGHTS = f"{PREFIX}.memory.insights"
 MEMORY_RETRACT_THREAT = f"{PREFIX}.memory.retract_threat"
 MEMORY_CONTEXT = f"{PREFIX}.memory.context"
+LLM_CHAT = f"{PREFIX}.llm.chat"
 
-SERVICES = ("security", "intent", "tools", "memory", "supervisor")
+SERVICES = ("security", "intent", "tools", "memory", "llm", "supervisor")
 
 
 def health(service: str) -> str:
