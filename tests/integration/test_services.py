@@ -81,6 +81,13 @@ async def test_tools_service(service_env, bus):
         assert calc.input_schema["properties"]["expression"]["type"] == "string"
         r = await bus.request(subjects.TOOLS_CALL, ToolCallRequest(name="calculator", arguments={"expression": "15 * 23 + 7"}), ToolResult)
         assert r.content[0].text == "352"
+        # natural phrasing, and the one log convention, through the same door as /v1/ask
+        for text, expression, value in [("What is 2 to the power of 10?", "2 ** 10", "1024"), ("log(1000)", "log10(1000)", "3")]:
+            r = await bus.request(subjects.TOOLS_CALL, ToolCallRequest(name="calculator", arguments={"expression": text}), ToolResult)
+            assert (r.content[0].text, r.content[1].data["expression"]) == (value, expression)
+        with pytest.raises(RemoteError) as e:
+            await bus.request(subjects.TOOLS_CALL, ToolCallRequest(name="calculator", arguments={"expression": "what's the weather?"}), ToolResult)
+        assert e.value.code == ErrorCode.BAD_REQUEST and e.value.error.message.startswith("No calculation found")
         for args, code in [
             ({"expression": "9**9**9**9"}, ErrorCode.TOO_LARGE),
             ({"expression": "(" * 5000 + "1" + ")" * 5000}, ErrorCode.BAD_REQUEST),

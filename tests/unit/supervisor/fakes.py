@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from meshward.contracts import (
+    DataContent,
     DecidingLayer,
     ErrorCode,
     ErrorReply,
@@ -51,7 +52,8 @@ class FakePorts:
             raise RemoteError(ErrorReply.of(ErrorCode(self.tool_error), "exponent too large"))
         if name in self.results:
             return ToolResult.model_validate({"name": name, "content": self.results[name]})
-        return ToolResult(name=name, content=[TextContent(text="352")])
+        # the calculator reports the expression it read along with the value
+        return ToolResult(name=name, content=[TextContent(text="352"), DataContent(data={"expression": "15 * 23 + 7", "value": 352})])
 
     async def check_output(self, answer, question):
         self._maybe_fail("output_check")

@@ -6,7 +6,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from meshward.supervisor.asker import Asker
 from meshward.supervisor.documents import answer_from_document
 from meshward.supervisor.graph import GraphBuilder
-from meshward.supervisor.planner import ToolCall, parse_chart, plan, resolve_arguments
+from meshward.supervisor.planner import ToolCall, compose_answer, parse_chart, plan, resolve_arguments
 
 from tests.unit.supervisor.fakes import FakePorts
 
@@ -87,3 +87,24 @@ def test_document_answers_are_extracted_from_the_text():
     assert "48 hours" in answer and "cooling" not in answer
     assert "nothing about that" in answer_from_document("What about quantum chromodynamics?", [text], ["ops.pdf"])
     assert "couldn't find any text" in answer_from_document("summary", [""], ["scan.pdf"])
+
+
+def test_a_calculation_hands_the_question_to_the_calculator():
+    p = plan("calculation", "  What is 2 to the power of 10? ", ALL_TOOLS)
+    assert p.calls == [ToolCall("calculator", {"expression": "What is 2 to the power of 10?"})]
+    read = [{"type": "text", "text": "1024"}, {"type": "data", "data": {"expression": "2 ** 10", "value": 1024}}]
+    assert compose_answer("calculation", "What is 2 to the power of 10?", p, [{"name": "calculator", "content": read}]) == "2 ** 10 = 1024"
+
+
+def test_no_calculation_found_is_answered_with_the_calculators_reason():
+    p = plan("calculation", "what is the meaning of life", ALL_TOOLS)
+    error = {"code": "bad_request", "message": "No calculation found ('meaning' at character 13 does not fit); write it like \"15 * 23 + 7\"."}
+    answer = compose_answer("calculation", "what is the meaning of life", p, [{"name": "calculator", "error": error}])
+    assert answer.startswith("I couldn't calculate that: No calculation found") and "15 * 23 + 7" in answer
+
+
+async def test_a_question_without_a_calculation_is_answered_not_failed():
+    ports = FakePorts(tool_error="bad_request")
+    r = await Asker(GraphBuilder(ports).build(checkpointer=InMemorySaver()), ports).ask("what is 5")
+    assert r.status == "answered" and r.answer.startswith("I couldn't calculate that")
+    assert ports.tool_calls == [("calculator", {"expression": "what is 5"})]

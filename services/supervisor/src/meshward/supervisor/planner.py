@@ -12,7 +12,6 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .arithmetic import extract_expression
 from .documents import answer_from_document
 
 # What each in-scope intent needs from the tools service.
@@ -177,10 +176,9 @@ def plan(
             purpose=intent,
         )
     if intent == "calculation":
-        expression = extract_expression(question)
-        if expression is None:
-            return Plan(direct_answer="I couldn't find a calculation in that. Try something like \"15 * 23 + 7\" or \"17% of 250\".")
-        return Plan(calls=[ToolCall("calculator", {"expression": expression})], purpose="calculation")
+        # The calculator owns the arithmetic, natural phrasing included: it reads the question itself and
+        # answers "no calculation found" (bad_request) when there is none.
+        return Plan(calls=[ToolCall("calculator", {"expression": question.strip()})], purpose="calculation")
     if intent in ("weather", "location"):
         calls = [ToolCall("public_ip", {}, 0), ToolCall("ip_geolocate", {"ip": ref("public_ip", "ip")}, 1)]
         if intent == "weather":
@@ -220,6 +218,8 @@ def compose_answer(intent: str, question: str, p: Plan, results: list[dict[str, 
     errors = [(c, r) for c, r in zip(p.calls, results, strict=False) if "error" in r]
     if errors:
         call, r = errors[0]
+        if p.purpose == "calculation":
+            return f"I couldn't calculate that: {r['error']['message']}"
         return f"I couldn't run {call.name}: {r['error']['message']}"
     by_name = {c.name: r for c, r in zip(p.calls, results, strict=True)}
     if p.purpose in ("weather", "location"):
@@ -231,7 +231,9 @@ def compose_answer(intent: str, question: str, p: Plan, results: list[dict[str, 
     parts = []
     for call, result in zip(p.calls, results, strict=True):
         if call.name == "calculator":
-            parts.append(f"{call.arguments['expression']} = {text_of(result)}")
+            # the expression the calculator read, in symbols ("2 ** 10"), not the question's words
+            expression = data_of(result).get("expression", call.arguments["expression"])
+            parts.append(f"{expression} = {text_of(result)}")
         elif call.name == "plot":
             parts.append(f"Here is the {text_of(result) or 'chart'} (image attached).")
         elif call.name == "cli_execute":

@@ -4,23 +4,30 @@ from __future__ import annotations
 from meshward.contracts import DataContent, ErrorCode, TextContent
 from pydantic import BaseModel, ConfigDict, Field
 
-from .calculator import CalculatorError, evaluate, format_result
+from .calculator import CalculatorError, calculate, format_result
 from .registry import Tool, ToolError, ToolRegistry
 
 
 class CalculatorArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    expression: str = Field(min_length=1, max_length=500, description="arithmetic expression, e.g. '15 * 23 + 7' or 'sqrt(144) + 3'")
+    expression: str = Field(
+        min_length=1,
+        max_length=500,
+        description="a calculation in symbols or words, e.g. '15 * 23 + 7', 'sqrt(144) + 3', '17% of 250', "
+        "'2 to the power of 10'; log(x) is base 10, ln(x) natural, log(x, b) base b",
+    )
 
 
 def calculator(args: CalculatorArgs):
     try:
-        value = evaluate(args.expression)
+        result = calculate(args.expression)
     except CalculatorError as e:
-        raise ToolError(ErrorCode(e.code), str(e)) from None
+        # "not an expression" is the caller's input like any other: bad_request, and the message says so.
+        raise ToolError(ErrorCode.TOO_LARGE if e.code == "too_large" else ErrorCode.BAD_REQUEST, str(e)) from None
+    value = result.value
     return [
         TextContent(text=format_result(value)),
-        DataContent(data={"expression": args.expression, "value": value if abs(value) < 2**53 else format_result(value)}),
+        DataContent(data={"expression": result.expression, "value": value if abs(value) < 2**53 else format_result(value)}),
     ]
 
 
@@ -30,7 +37,11 @@ def build_registry(full: bool = True) -> ToolRegistry:
     registry.register(
         Tool(
             name="calculator",
-            description="Evaluate an arithmetic expression exactly: + - * / // % **, parentheses, pi, e, and math functions (sqrt, log, sin, factorial, ...).",
+            description=(
+                "Evaluate a calculation written in symbols or plain English, exactly: + - * / // % ** (or ^), parentheses, "
+                "pi, e, tau, math functions (sqrt, log, ln, sin, factorial, ...), percentages ('17% of 250') and number "
+                "words ('five plus three'). log(x) is base 10, ln(x) natural. Returns the value and the expression read."
+            ),
             args_model=CalculatorArgs,
             fn=calculator,
             timeout_s=2.0,

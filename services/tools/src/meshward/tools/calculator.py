@@ -1,30 +1,25 @@
-"""A safe arithmetic evaluator: the expression is parsed with :mod:`ast` and walked by hand.
+"""The calculator: one grammar for symbols and natural phrasing, evaluated exactly and within bounds.
 
-Nothing here turns text into code: there is no ``eval``, ``exec`` or ``compile`` to a code
-object, and no shell.  :func:`evaluate` accepts a small calculator language and rejects
-everything else with a :class:`CalculatorError` whose ``code`` is
+:func:`calculate` reads text such as "15 * 23 + 7", "sqrt(144) + 3" or "What is 17% of 250?" with the
+grammar of :mod:`meshward.tools.calculator_syntax` (a lark LALR parser; nothing here turns text
+into code: no ``eval``, ``exec``, ``compile`` or shell) and returns the value together with the
+expression it read, printed in the calculator's symbolic syntax (``(17 / 100) * 250``).  Failures
+raise :class:`CalculatorError` whose ``code`` is
 
-* ``"bad_request"`` - the expression is not valid calculator input (a syntax error, an
-  unsupported construct, an unknown name, division by zero, a math domain error);
-* ``"too_large"``  - the expression or its result would exceed a :class:`CalculatorLimits`
-  bound (too long, nested too deeply, too many parts, an exponent or result too big, a float
-  overflow, or evaluation past the time limit).
+* ``"not_an_expression"`` - the text is not a calculation in the grammar (a question about
+  something else, a typo, an unknown word or function); the message names where it stopped;
+* ``"bad_request"`` - the calculation has no value (division by zero, a math domain error, a
+  wrong number of arguments);
+* ``"too_large"`` - the text or its result would exceed a :class:`CalculatorLimits` bound (too
+  long, nested too deeply, too many parts, an exponent or result too big, a float overflow, or
+  evaluation past the time limit).
 
-The language
-------------
-* numbers: integers and decimals (``15``, ``15.5``, ``.5``, ``1e3``, ``1_000``); no complex
-  numbers;
-* operators: ``+ - * / // % **``, unary ``+`` and ``-``, and parentheses;
-* ``^`` means power, because people type ``2^8`` to mean 2 to the 8th (it is *not* XOR);
-  it is rewritten to ``**`` before parsing, so it is right-associative and binds tighter than
-  unary minus (``2^3^2`` is 512, ``-2^2`` is -4).  ``×`` and ``÷`` are read as ``*`` and ``/``
-  and the minus sign ``−`` as ``-``;
-* constants: ``pi``, ``e``, ``tau``;
-* functions: ``sqrt cbrt sin cos tan asin acos atan atan2 sinh cosh tanh log log10 log2 ln exp
-  abs round floor ceil factorial gcd lcm min max hypot degrees radians pow``.  ``log(x)`` is
-  the natural logarithm and ``log(x, b)`` the logarithm to base ``b``; trigonometry works in
-  radians (use ``radians(30)`` for degrees); ``round`` rounds halves away from zero
-  (``round(2.5)`` is 3) and ``round(x, n)`` keeps ``n`` decimals.
+Functions: ``sqrt cbrt sin cos tan asin acos atan atan2 sinh cosh tanh log log10 log2 ln exp abs
+round floor ceil factorial gcd lcm min max hypot degrees radians pow``.  The logarithm
+convention: ``log(x)`` is base 10 (as on a pocket calculator, and shown as ``log10(x)``), ``ln(x)``
+the natural logarithm, ``log(x, b)`` base ``b``.  Trigonometry works in radians ("30 degrees"
+or ``radians(30)`` converts); ``round`` rounds halves away from zero and ``round(x, n)`` keeps
+``n`` decimals.  ``^`` is power, not xor.
 
 Results
 -------
@@ -35,45 +30,48 @@ result for people.
 
 Guards
 ------
-The length is checked first, then the nesting of brackets is measured by scanning the text
-(Python's own parser recurses and can fail on thousands of nested brackets), and only then is
-the text parsed.  Exponents are bounded before a power is computed and the size of an integer
-power is estimated with ``log10`` first, so ``9**9**9**9`` is refused at once.  Every
-intermediate integer must stay within ``max_result_digits`` digits and every float must be
-finite and within ``max_abs_value``.  The evaluator walks the tree with an explicit stack (no
-recursion) and checks a deadline as it goes.
+The length is checked first, then the nesting of brackets is measured by scanning the text, and
+only then is the text parsed (linear time: LALR, nodes built as rules reduce, no recursion).  The
+tree's size is bounded before evaluation.  Exponents are bounded before a power is computed and
+the size of an integer power is estimated with ``log10`` first, so ``9**9**9**9`` is refused at
+once.  Every intermediate integer must stay within ``max_result_digits`` digits and every float
+must be finite and within ``max_abs_value``.  The evaluator walks the tree with an explicit stack
+and checks a deadline as it goes.
 """
 
 from __future__ import annotations
 
-import ast
 import decimal
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .calculator_syntax import Bin, Call, Const, Group, Neg, Node, NotAnExpression, Num, has_operation, parse, show
+
 __all__ = [
     "CONSTANTS",
+    "Calculation",
     "ERROR_CODES",
     "FUNCTIONS",
     "CalculatorError",
     "CalculatorLimits",
+    "calculate",
     "evaluate",
     "format_result",
 ]
 
 Number = int | float
 
-ERROR_CODES = frozenset({"bad_request", "too_large"})
+ERROR_CODES = frozenset({"not_an_expression", "bad_request", "too_large"})
 
 CONSTANTS: dict[str, float] = {"pi": math.pi, "e": math.e, "tau": math.tau}
 
 _LOG10_2 = math.log10(2)
 _INT_LIKE_FLOAT_LIMIT = 1e15
 _HELP = (
-    "use numbers, + - * / // % ** (or ^), parentheses, the constants pi, e and tau, "
-    "and functions such as sqrt(x) or log(x, base)"
+    'write it like "15 * 23 + 7", "sqrt(144) + 3", "17% of 250" or "2 to the power of 10": numbers, '
+    "+ - * / // % ** (or ^), parentheses, pi, e, tau, and functions such as sqrt(x) or log(x, base)"
 )
 
 
@@ -162,8 +160,6 @@ class _Evaluator:
     # ---- value checks
 
     def check(self, value: Number) -> Number:
-        if isinstance(value, bool):  # pragma: no cover - bools never arise from the checked tree
-            return int(value)
         if isinstance(value, int):
             limit = self.limits.max_result_digits
             # Fast reject from the bit length, before counting digits exactly.
@@ -225,24 +221,22 @@ class _Evaluator:
             )
         return self.check(math.pow(base, exponent))
 
-    def binop(self, op: ast.operator, left: Number, right: Number) -> Number:
-        if isinstance(op, ast.Add):
+    def binop(self, op: str, left: Number, right: Number) -> Number:
+        if op == "+":
             return self.check(left + right)
-        if isinstance(op, ast.Sub):
+        if op == "-":
             return self.check(left - right)
-        if isinstance(op, ast.Mult):
+        if op == "*":
             return self.check(left * right)
-        if isinstance(op, ast.Div | ast.FloorDiv | ast.Mod) and right == 0:
+        if op in ("/", "//", "%") and right == 0:
             raise _bad("division by zero: the divisor evaluates to 0; change the divisor.")
-        if isinstance(op, ast.Div):
+        if op == "/":
             return self.check(left / right)
-        if isinstance(op, ast.FloorDiv):
+        if op == "//":
             return self.check(left // right)
-        if isinstance(op, ast.Mod):
+        if op == "%":
             return self.check(left % right)
-        if isinstance(op, ast.Pow):
-            return self.power(left, right)
-        raise _bad(f"The operator {_OPERATOR_NAMES.get(type(op), type(op).__name__)} is not supported; {_HELP}.")
+        return self.power(left, right)
 
     # ---- functions
 
@@ -266,44 +260,50 @@ class _Evaluator:
 
     # ---- the tree
 
-    def run(self, tree: ast.Expression) -> Number:
-        """Evaluate a validated tree iteratively (post-order with an explicit stack)."""
+    def number(self, node: Num) -> Number:
+        text = node.text
+        if any(c in text for c in ".e"):
+            return self.check(float(text))
+        if len(text) > self.limits.max_result_digits:
+            raise _large(
+                f"A number in this calculation has {len(text)} digits; the limit is {self.limits.max_result_digits} digits."
+            )
+        return self.check(int(text))
+
+    def run(self, tree: Node) -> Number:
+        """Evaluate a tree iteratively (post-order with an explicit stack)."""
         values: list[Number] = []
-        stack: list[tuple[ast.AST, bool]] = [(tree.body, False)]
+        stack: list[tuple[Node, bool]] = [(tree, False)]
         while stack:
             node, expanded = stack.pop()
             self.tick()
-            if isinstance(node, ast.Constant):
-                values.append(self.check(node.value))
-            elif isinstance(node, ast.Name):
-                values.append(CONSTANTS[node.id])
+            if isinstance(node, Num):
+                values.append(self.number(node))
+            elif isinstance(node, Const):
+                values.append(CONSTANTS[node.name])
             elif not expanded:
                 stack.append((node, True))
-                children = _children(node)
-                stack.extend((child, False) for child in reversed(children))
-            elif isinstance(node, ast.UnaryOp):
-                operand = values.pop()
-                values.append(self.check(-operand if isinstance(node.op, ast.USub) else +operand))
-            elif isinstance(node, ast.BinOp):
+                stack.extend((child, False) for child in reversed(_children(node)))
+            elif isinstance(node, Group):
+                pass  # its one value is already on the stack
+            elif isinstance(node, Neg):
+                values.append(self.check(-values.pop()))
+            elif isinstance(node, Bin):
                 right = values.pop()
                 left = values.pop()
                 values.append(self.guarded(self.binop, node.op, left, right))
-            elif isinstance(node, ast.Call):
+            else:
+                assert isinstance(node, Call)
                 count = len(node.args)
-                args = values[len(values) - count :] if count else []
+                args = values[len(values) - count :]
                 del values[len(values) - count :]
-                name = node.func.id  # type: ignore[attr-defined]
-                values.append(self.call(name, args))
-            else:  # pragma: no cover - the validator lets nothing else through
-                raise _bad(f"{_describe_node(node)} is not allowed; {_HELP}.")
+                values.append(self.call(node.name, args))
         if len(values) != 1:  # pragma: no cover - a well-formed tree leaves exactly one value
             raise _bad("The expression could not be evaluated.")
         return values[0]
 
     @staticmethod
-    def guarded(
-        compute: Callable[[ast.operator, Number, Number], Number], op: ast.operator, a: Number, b: Number
-    ) -> Number:
+    def guarded(compute: Callable[[str, Number, Number], Number], op: str, a: Number, b: Number) -> Number:
         try:
             return compute(op, a, b)
         except CalculatorError:
@@ -316,14 +316,16 @@ class _Evaluator:
             raise _bad(f"math domain error: {exc}; check the inputs.") from None
 
 
-def _children(node: ast.AST) -> list[ast.expr]:
-    if isinstance(node, ast.BinOp):
-        return [node.left, node.right]
-    if isinstance(node, ast.UnaryOp):
-        return [node.operand]
-    if isinstance(node, ast.Call):
-        return list(node.args)
-    return []  # pragma: no cover
+def _children(node: Node) -> tuple[Node, ...]:
+    if isinstance(node, Bin):
+        return (node.left, node.right)
+    if isinstance(node, Neg):
+        return (node.operand,)
+    if isinstance(node, Group):
+        return (node.inner,)
+    if isinstance(node, Call):
+        return node.args
+    return ()  # pragma: no cover
 
 
 # --------------------------------------------------------------------------- functions
@@ -499,120 +501,14 @@ FUNCTIONS: dict[str, _Function] = {
 }
 
 
-# --------------------------------------------------------------------------- validation
-
-_OPERATOR_NAMES: dict[type, str] = {
-    ast.BitXor: "'^' (bitwise xor)",
-    ast.BitAnd: "'&' (bitwise and)",
-    ast.BitOr: "'|' (bitwise or)",
-    ast.LShift: "'<<' (shift)",
-    ast.RShift: "'>>' (shift)",
-    ast.MatMult: "'@' (matrix multiplication)",
-    ast.Invert: "'~' (bitwise not)",
-    ast.Not: "'not'",
-}
-
-_ALLOWED_BINOPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
-
-_CONSTRUCT_NAMES: dict[type, str] = {
-    ast.Attribute: "Attribute access (a '.name' after a value)",
-    ast.Subscript: "Indexing or slicing ('[...]')",
-    ast.Lambda: "A lambda function",
-    ast.ListComp: "A list comprehension",
-    ast.SetComp: "A set comprehension",
-    ast.DictComp: "A dict comprehension",
-    ast.GeneratorExp: "A generator expression",
-    ast.List: "A list ('[...]')",
-    ast.Tuple: "A tuple (values separated by commas outside a function call)",
-    ast.Set: "A set ('{...}')",
-    ast.Dict: "A dict ('{...}')",
-    ast.Compare: "A comparison ('<', '==', 'in', ...)",
-    ast.BoolOp: "A boolean operator ('and' / 'or')",
-    ast.IfExp: "A conditional expression ('... if ... else ...')",
-    ast.NamedExpr: "An assignment expression (':=')",
-    ast.JoinedStr: "An f-string",
-    ast.FormattedValue: "An f-string",
-    ast.Starred: "Unpacking with '*'",
-    ast.Await: "'await'",
-    ast.Yield: "'yield'",
-    ast.YieldFrom: "'yield from'",
-    ast.Slice: "A slice",
-}
-
-
-def _describe_node(node: ast.AST) -> str:
-    if isinstance(node, ast.Constant):
-        value = node.value
-        if isinstance(value, str):
-            return "A string"
-        if isinstance(value, bytes):
-            return "A bytes literal"
-        if isinstance(value, bool):
-            return f"The boolean {value}"
-        if isinstance(value, complex):
-            return "A complex number (a 'j' suffix)"
-        if value is None:
-            return "None"
-        if value is Ellipsis:
-            return "'...'"
-        return f"The constant {type(value).__name__}"
-    return _CONSTRUCT_NAMES.get(type(node), f"The construct {type(node).__name__}")
-
-
-def _validate(tree: ast.Expression, limits: CalculatorLimits) -> None:
-    """Reject every node outside the calculator language, and count the nodes (iteratively)."""
-    count = 0
-    stack: list[ast.AST] = [tree.body]
-    while stack:
-        node = stack.pop()
-        count += 1
-        if count > limits.max_nodes:
-            raise _large(f"The expression has more than {limits.max_nodes} parts; split it into smaller calculations.")
-        if isinstance(node, ast.Constant):
-            if isinstance(node.value, bool) or not isinstance(node.value, int | float):
-                raise _bad(f"{_describe_node(node)} is not allowed; {_HELP}.")
-        elif isinstance(node, ast.Name):
-            if node.id in FUNCTIONS:
-                raise _bad(f"'{node.id}' is a function; call it with parentheses, like {node.id}(x).")
-            if node.id not in CONSTANTS:
-                raise _bad(f"Unknown name '{node.id[:40]}'; the only constants are pi, e and tau.")
-        elif isinstance(node, ast.UnaryOp):
-            if not isinstance(node.op, ast.UAdd | ast.USub):
-                raise _bad(
-                    f"The operator {_OPERATOR_NAMES.get(type(node.op), type(node.op).__name__)} is not supported; {_HELP}."
-                )
-            stack.append(node.operand)
-        elif isinstance(node, ast.BinOp):
-            if not isinstance(node.op, _ALLOWED_BINOPS):
-                raise _bad(
-                    f"The operator {_OPERATOR_NAMES.get(type(node.op), type(node.op).__name__)} is not supported; {_HELP}."
-                )
-            stack.append(node.right)
-            stack.append(node.left)
-        elif isinstance(node, ast.Call):
-            if not isinstance(node.func, ast.Name):
-                raise _bad(f"Only calls to named functions are allowed (like sqrt(x)); {_HELP}.")
-            name = node.func.id
-            if name not in FUNCTIONS:
-                raise _bad(f"Unknown function '{name[:40]}'; available functions: {', '.join(sorted(FUNCTIONS))}.")
-            if node.keywords:
-                raise _bad(f"Keyword arguments are not supported; pass {name}() its arguments by position.")
-            low, high = FUNCTIONS[name].arity
-            if len(node.args) < low or (high is not None and len(node.args) > high):
-                raise _bad(f"{name}() takes {_arity_text(FUNCTIONS[name].arity)}, got {len(node.args)}.")
-            stack.extend(reversed(node.args))
-        else:
-            raise _bad(f"{_describe_node(node)} is not allowed; {_HELP}.")
-
-
 # --------------------------------------------------------------------------- entry points
 
-_TRANSLATE = str.maketrans({"×": "*", "÷": "/", "−": "-", "–": "-"})
 _OPENERS = "([{"
 _CLOSERS = ")]}"
 
 
 def _bracket_depth(text: str, limits: CalculatorLimits) -> None:
+    """Refuse deep nesting before parsing; unbalanced brackets are the grammar's to report."""
     depth = 0
     for ch in text:
         if ch in _OPENERS:
@@ -621,10 +517,20 @@ def _bracket_depth(text: str, limits: CalculatorLimits) -> None:
                 raise _large(f"The expression nests brackets more than {limits.max_depth} levels deep; simplify it.")
         elif ch in _CLOSERS:
             depth -= 1
-            if depth < 0:
-                raise _bad("Unbalanced parentheses: a ')' has no matching '('.")
-    if depth:
-        raise _bad("Unbalanced parentheses: a '(' is never closed; add the missing ')'.")
+
+
+def _check_tree(tree: Node, limits: CalculatorLimits) -> None:
+    """Arity of every call and the size of the tree, before anything is computed."""
+    if tree.size > limits.max_nodes:
+        raise _large(f"The expression has more than {limits.max_nodes} parts; split it into smaller calculations.")
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Call):
+            low, high = FUNCTIONS[node.name].arity
+            if len(node.args) < low or (high is not None and len(node.args) > high):
+                raise _bad(f"{node.name}() takes {_arity_text(FUNCTIONS[node.name].arity)}, got {len(node.args)}.")
+        stack.extend(_children(node))
 
 
 def _normalize(value: Number) -> Number:
@@ -633,35 +539,43 @@ def _normalize(value: Number) -> Number:
     return value
 
 
-def evaluate(expression: str, limits: CalculatorLimits = CalculatorLimits()) -> int | float:
-    """Evaluate a calculator expression; raise :class:`CalculatorError` on anything else."""
-    if not isinstance(expression, str):
-        raise _bad(f"The expression must be text, not {type(expression).__name__}.")
-    if len(expression) > limits.max_chars:
+@dataclass(frozen=True)
+class Calculation:
+    """What :func:`calculate` read (in symbolic syntax) and its value."""
+
+    expression: str
+    value: int | float
+
+
+def calculate(text: str, limits: CalculatorLimits = CalculatorLimits()) -> Calculation:
+    """Read and evaluate a calculation; raise :class:`CalculatorError` on anything else."""
+    if not isinstance(text, str):
+        raise _bad(f"The expression must be text, not {type(text).__name__}.")
+    if len(text) > limits.max_chars:
         raise _large(
-            f"The expression is too long ({len(expression)} characters); shorten it to at most "
-            f"{limits.max_chars} characters."
+            f"The expression is too long ({len(text)} characters); shorten it to at most {limits.max_chars} characters."
         )
-    text = expression.translate(_TRANSLATE).replace("^", "**").strip()
-    if not text:
-        raise _bad(f"The expression is empty; {_HELP}.")
+    if not text.strip():
+        raise CalculatorError("not_an_expression", f"The expression is empty; {_HELP}.")
     _bracket_depth(text, limits)
     try:
-        tree = ast.parse(text, mode="eval")
-    except SyntaxError as exc:
-        where = f" at column {exc.offset}" if exc.offset else ""
-        raise _bad(f"The expression could not be parsed ({exc.msg}{where}); {_HELP}.") from None
-    except (RecursionError, MemoryError):
-        raise _large("The expression is too deeply nested to parse; simplify it.") from None
-    except (ValueError, OverflowError) as exc:
-        raise _bad(f"The expression could not be parsed ({exc}); {_HELP}.") from None
-    _validate(tree, limits)
-    evaluator = _Evaluator(limits)
+        tree, worded = parse(text)
+    except NotAnExpression as exc:
+        raise CalculatorError("not_an_expression", f"No calculation found ({exc}); {_HELP}.") from None
+    if worded and not has_operation(tree):
+        raise CalculatorError("not_an_expression", f"No calculation found (a number, but nothing to do with it); {_HELP}.")
+    _check_tree(tree, limits)
+    value = _normalize(_Evaluator(limits).run(tree))
     try:
-        result = evaluator.run(tree)
-    except RecursionError:  # pragma: no cover - the evaluator does not recurse
-        raise _large("The expression is too deeply nested; simplify it.") from None
-    return _normalize(result)
+        expression = show(tree)
+    except RecursionError:
+        raise _large("The expression is too deeply nested to print; simplify it.") from None
+    return Calculation(expression, value)
+
+
+def evaluate(expression: str, limits: CalculatorLimits = CalculatorLimits()) -> int | float:
+    """The value of :func:`calculate`."""
+    return calculate(expression, limits).value
 
 
 def format_result(value: int | float) -> str:
