@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from meshward.tools.calculator import CalculatorError, CalculatorLimits, calculate, evaluate
+from meshward.tools.calculator import CalculatorError, CalculatorLimits, calculate
 
 # (question, expected expression, expected value)
 CASES: list[tuple[str, str, float]] = [
@@ -113,6 +113,17 @@ def test_read_and_evaluate(question: str, expression: str, value: float) -> None
     assert calculate(result.expression).value == result.value
 
 
+# What the intent service's regex detector used to accept, before the calculator owned arithmetic.
+@pytest.mark.parametrize("text", [
+    "2+2", "15 * 23 + 7", "(3 + 4) * 5", "2^10", "2**8", "sqrt(144) + 3", "√16", "5!",
+    "17% of 250", "15 percent of 80", "1200 divided by 16", "two to the power of ten", "45 times 12",
+    "square root of 81", "7 squared", "add 128 and 256", "subtract 19 from 300", "multiply 24 by 365",
+    "what is one hundred divided by eight", "calculate the mean of 3 and 9",
+])  # fmt: skip
+def test_reads_what_the_intent_detector_accepted(text: str) -> None:
+    assert isinstance(calculate(text).value, int | float)
+
+
 def test_there_are_many_cases() -> None:
     assert len(CASES) >= 35
 
@@ -151,6 +162,15 @@ def test_there_are_many_cases() -> None:
         "what is 5 pm plus 3",
         "café 2 + 2",
         "what is ٣ + ٤",
+        "weather forecast for 2024-05-01",
+        "ping 8.8.8.8",
+        "what changed in version 1.2.3",
+        "we run 24/7",
+        "meet at 10:30",
+        "show the top 10 processes",
+        "is disk usage over 90%?",
+        "where is the data center",
+        "write me a poem",
     ],
 )
 def test_not_arithmetic(question: str) -> None:

@@ -4,9 +4,9 @@ Signals, combined per question:
 
 * **embedding similarity** (all-MiniLM-L6-v2): mean of the top-k cosine similarities to each intent's
   examples, against the same for the scope's out-of-scope examples;
-* **keyword / regex hits** per intent, which add a small capped bonus and lower the similarity bar;
-* an **arithmetic detector** (``15 * 23 + 7``, ``sqrt(144) + 3``, ``17% of 250``, ``two to the power of ten``...)
-  that decides ``calculation`` outright unless another intent's keywords also hit;
+* **keyword / regex hits** per intent, from the scope file, which add a small capped bonus and lower the
+  similarity bar (the scope's ``calculation`` keywords and patterns are how arithmetic is recognised here: the
+  calculator in the tools service owns reading it);
 * **attachments**: with ``has_attachments`` and document-ish wording the answer is ``document``.
 
 Confidences come from a softmax (scope temperature) over the intent scores and the out-of-scope similarity.
@@ -29,59 +29,11 @@ if TYPE_CHECKING:
 
 from .scope import Scope
 
-__all__ = ["FineTunedScopeClassifier", "ScopeClassifier", "detect_arithmetic"]
+__all__ = ["FineTunedScopeClassifier", "ScopeClassifier"]
 
 # Only this much of a question is analysed; the encoder sees at most 256 tokens (~1-1.5k chars) anyway.
 _MAX_ANALYSED_CHARS = 4000
 _RUNNER_UPS = 3
-
-_NUMBER_WORDS = (
-    "zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|"
-    "seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|million|"
-    "billion|half|pi"
-)
-_NUM = rf"(?:\d+(?:[.,]\d+)*|(?:(?:{_NUMBER_WORDS})(?:[\s-]+(?:and\s+)?(?:{_NUMBER_WORDS}))*)\b)"
-_OPERAND = rf"(?:{_NUM}|\()"
-# Things that look like "digit op digit" but are not arithmetic.
-_NOT_MATH = re.compile(
-    r"\b\d{4}-\d{1,2}-\d{1,2}\b"  # ISO dates
-    r"|\b\d{1,2}/\d{1,2}/\d{2,4}\b"  # 12/31/2024
-    r"|\b\d{1,2}:\d{2}(?::\d{2})?\b"  # times
-    r"|\b24/7\b"
-    r"|\b\d+(?:\.\d+){2,}\b",  # versions, IP addresses
-)
-_ARITHMETIC = [
-    # symbolic: 15 * 23 + 7, (12 + 8) / 4, 2^10, 3 x 4, 7 % 3
-    re.compile(r"(?:\d|\))\s*(?:\*\*|[-+*/×÷^x]|mod)\s*(?:\d|\(|sqrt|√)", re.IGNORECASE),
-    # functions: sqrt(144), √2, log(100), sin(0.5), 5!
-    re.compile(r"(?:\bsqrt|\bcbrt|\blog\d*|\bln|\bsin|\bcos|\btan|\babs|\bexp)\s*\(\s*[-\d(.]|√\s*\d|\b\d+\s*!(?!\w)",
-               re.IGNORECASE),
-    # verbal binary operators: "45 times 12", "1200 divided by 16", "2 to the power of 10", "17% of 250"
-    re.compile(
-        rf"{_NUM}\s*(?:\+|plus|minus|times|x|multiplied\s+by|divided\s+by|over|mod(?:ulo)?|"
-        rf"to\s+the\s+(?:power|exponent)\s+of|raised\s+to(?:\s+the(?:\s+power(?:\s+of)?)?)?|"
-        rf"(?:%|percent|per\s*cent)\s+of)\s+{_OPERAND}",
-        re.IGNORECASE,
-    ),
-    # unary: "square root of 81", "factorial of 5", "7 squared", "5 cubed", "log of 1000"
-    re.compile(rf"\b(?:square\s+root|cube\s+root|root|factorial|log(?:arithm)?|square|cube)\s+of\s+{_OPERAND}",
-               re.IGNORECASE),
-    re.compile(rf"{_NUM}\s*(?:squared|cubed|factorial)\b", re.IGNORECASE),
-    # imperative: "add 128 and 256", "subtract 19 from 300", "multiply 24 by 365", "divide 10 by 4"
-    re.compile(rf"\b(?:add|sum)\s+{_NUM}\s+(?:and|to|plus)\s+{_NUM}"
-               rf"|\bsubtract\s+{_NUM}\s+from\s+{_NUM}"
-               rf"|\b(?:multiply|divide)\s+{_NUM}\s+(?:by|and|with)\s+{_NUM}"
-               rf"|\b(?:sum|product|average|mean|total)\s+of\s+{_NUM}\s*(?:,|and)\s*{_NUM}",
-               re.IGNORECASE),
-    # explicit math verbs with a number: "calculate ... 42", "work out 3.5 * x"
-    re.compile(r"\b(?:calculate|compute|evaluate|work\s+out|solve)\b.*\d", re.IGNORECASE | re.DOTALL),
-]
-
-
-def detect_arithmetic(text: str) -> bool:
-    """True when ``text`` contains an arithmetic expression or a spelled-out calculation."""
-    cleaned = _NOT_MATH.sub(" ", text[:_MAX_ANALYSED_CHARS])
-    return any(p.search(cleaned) for p in _ARITHMETIC)
 
 
 def _keyword_regex(keyword: str) -> re.Pattern[str]:
@@ -101,12 +53,10 @@ class _IntentIndex:
 class ScopeClassifier:
     """Classifies questions against a :class:`Scope`; embeds the scope's examples once at construction."""
 
-    def __init__(self, scope: Scope, encoder: MiniLMEncoder, *, arithmetic_intent: str = "calculation",
-                 attachment_intent: str = "document") -> None:
+    def __init__(self, scope: Scope, encoder: MiniLMEncoder, *, attachment_intent: str = "document") -> None:
         self.scope = scope
         self.encoder = encoder
         self.thresholds = scope.thresholds
-        self.arithmetic_intent = arithmetic_intent if arithmetic_intent in scope.intents else None
         self.attachment_intent = attachment_intent if attachment_intent in scope.intents else None
 
         texts: list[str] = []
@@ -165,8 +115,6 @@ class ScopeClassifier:
 
         hits = self._keyword_hits(analysed)
         bonus = np.array([self._bonus(hits[i.name], i.weight) for i in self._index], dtype=np.float64)
-        arithmetic = self.arithmetic_intent is not None and detect_arithmetic(analysed)
-        other_hits = any(n for name, n in hits.items() if name != self.arithmetic_intent)
         doc_hits = hits.get(self.attachment_intent, 0) if self.attachment_intent else 0
 
         forced: str | None = None
@@ -176,12 +124,6 @@ class ScopeClassifier:
             bonus[j] += t.keyword_bonus
             if doc_hits:
                 forced, method = self.attachment_intent, "attachment"
-        if arithmetic and forced is None:
-            j = self._names.index(self.arithmetic_intent)
-            if other_hits:
-                bonus[j] += t.keyword_bonus_max + t.keyword_bonus  # strong, but other intents may still win
-            else:
-                forced, method = self.arithmetic_intent, "arithmetic"
 
         scores = np.clip(sims + bonus, -1.0, 1.0)
         probs = self._softmax(np.append(scores, oos_sim))
@@ -238,14 +180,14 @@ class FineTunedScopeClassifier:
 
     The model gives calibrated probabilities over the scope's intents plus out_of_scope; a question is in scope
     when ``1 - p(out_of_scope)`` reaches the threshold calibrated on held-out data (in the model card), and its
-    intent is then the most likely one. Two fast paths from the rule-based classifier stay, because they are
-    exact where they fire: a detected arithmetic expression makes ``calculation`` win when the model's answer
-    was ``calculation`` or out_of_scope (another intent the model is sure of, e.g. a chart of numbers, keeps
-    it); with ``has_attachments``, document wording selects ``document``. ``method`` says which decided.
+    intent is then the most likely one. One fast path from the rule-based classifier stays, because it is exact
+    where it fires: with ``has_attachments``, document wording selects ``document``. ``method`` says which decided.
+    (Arithmetic has no fast path of its own: the model decides ``calculation``, and the tools service's
+    calculator, which owns reading arithmetic, says when a question holds none.)
     """
 
     def __init__(self, scope: Scope, clf: OnnxTextClassifier, *, threshold: float | None = None,
-                 arithmetic_intent: str = "calculation", attachment_intent: str = "document") -> None:
+                 attachment_intent: str = "document") -> None:
         expected = (*scope.intents, OUT_OF_SCOPE)
         if tuple(clf.labels) != expected:
             raise ValueError(f"the intent model in {clf.model_dir} was trained for labels {list(clf.labels)}, but scope "
@@ -255,7 +197,6 @@ class FineTunedScopeClassifier:
         self.threshold = float(threshold if threshold is not None else clf.card["operating"]["threshold"])
         self._names = tuple(scope.intents)
         self._oos = len(self._names)
-        self.arithmetic_intent = arithmetic_intent if arithmetic_intent in scope.intents else None
         self.attachment_intent = attachment_intent if attachment_intent in scope.intents else None
         doc = scope.intents.get(attachment_intent)
         self._doc_matchers = tuple(_keyword_regex(k) for k in doc.keywords) + tuple(
@@ -318,8 +259,6 @@ class FineTunedScopeClassifier:
         if (self.attachment_intent and has_attachments and label in (OUT_OF_SCOPE, self.attachment_intent)
                 and any(m.search(text) for m in self._doc_matchers)):
             forced, method = self.attachment_intent, "classifier+attachment"
-        elif self.arithmetic_intent and label in (OUT_OF_SCOPE, self.arithmetic_intent) and detect_arithmetic(text):
-            forced, method = self.arithmetic_intent, "classifier+arithmetic"
         if forced is not None and forced != label:
             best = self._names.index(forced)
             label, in_scope = forced, True
