@@ -1,7 +1,7 @@
 """Tools benchmark: the tool logic in-process through the registry, then one calculator call over
 NATS (meshward.v1.tools.call) against the same call over MCP (streamable HTTP, one client session).
 
-In-process: calculator (a short and a function-heavy expression), plot (bar chart of 10 and of
+In-process: calculator (a short and a function-heavy expression, and a question in words), plot (bar chart of 10 and of
 1,000 points), pdf_extract (a 1-page and a 20-page PDF generated here with matplotlib). Each case is
 warmed up, then called sequentially for --seconds: p50/p99 latency and calls/s.
 
@@ -34,6 +34,7 @@ HEAVY_EXPR = (
     "sqrt(144) + log(1000, 10) * sin(pi / 6) + factorial(12) / gcd(12, 18) + hypot(3, 4) + cbrt(27)"
     " + round(exp(2.5), 3) + atan2(1, 1) + degrees(radians(30)) + lcm(4, 6) + max(1, 2, 3) - floor(2.7) + 2 ^ 10"
 )
+WORDED_QUESTION = "Could you work out 17% of 250 plus two to the power of ten, please?"
 _WORDS = ("latency", "throughput", "replica", "subject", "consumer", "stream", "deadline", "budget", "tracing", "cluster")
 
 
@@ -81,6 +82,7 @@ async def in_process(seconds: float, min_calls: int) -> tuple[dict[str, dict], d
     cases = [
         (f"calculator {SHORT_EXPR!r}", "calculator", {"expression": SHORT_EXPR}),
         ("calculator, 15 functions", "calculator", {"expression": HEAVY_EXPR}),
+        ("calculator, a question in words", "calculator", {"expression": WORDED_QUESTION}),
         ("plot bar, 10 points", "plot", {"kind": "bar", "values": [float(i * 3 % 17) for i in range(10)],
                                          "labels": [f"item {i}" for i in range(10)], "title": "ten bars"}),
         ("plot bar, 1,000 points", "plot", {"kind": "bar", "values": [float((i * 37) % 101) for i in range(1000)],
@@ -91,6 +93,8 @@ async def in_process(seconds: float, min_calls: int) -> tuple[dict[str, dict], d
     # Sanity: each case returns what it should (a benchmark of an error path would mislead).
     first = await registry.call("calculator", {"expression": SHORT_EXPR})
     assert first.content[0].text == "352", first
+    worded = await registry.call("calculator", {"expression": WORDED_QUESTION})
+    assert worded.content[0].text == "1066.5", worded
     got = await registry.call("pdf_extract", {"content_base64": pdf20})
     text = got.content[0].text
     assert "page 20 of 20" in text and "throughput" in text, text[:300]
@@ -163,6 +167,7 @@ def main() -> None:
         print(f"{label:34} {r['p50']:9.3f} {r['p99']:9.3f} {r['cps']:9.1f} {r['n']:7d}")
     calc = local[f"calculator {SHORT_EXPR!r}"]
     print(f"ratio calculator function-heavy/short: p50 {local['calculator, 15 functions']['p50'] / calc['p50']:.2f}x; "
+          f"words/short: p50 {local['calculator, a question in words']['p50'] / calc['p50']:.2f}x; "
           f"plot 1,000/10 points: p50 {local['plot bar, 1,000 points']['p50'] / local['plot bar, 10 points']['p50']:.2f}x; "
           f"pdf 20/1 pages: p50 {local['pdf_extract, 20 pages']['p50'] / local['pdf_extract, 1 page']['p50']:.2f}x")
     print()

@@ -34,11 +34,14 @@ async def test_calculator_question_is_answered(http):
 
 @pytest.mark.parametrize(
     "question,expected",
-    [("What is 2 to the power of 10?", "1024"), ("what's 17% of 250", "42.5"), ("1200 divided by 16", "75"), ("sqrt(144) + 3", "15")],
+    [("What is 2 to the power of 10?", "2 ** 10 = 1024"), ("what's 17% of 250", "(17 / 100) * 250 = 42.5"), ("1200 divided by 16", "1200 / 16 = 75"),
+     ("sqrt(144) + 3", "sqrt(144) + 3 = 15"), ("five plus three", "5 + 3 = 8"), ("log(1000)", "log10(1000) = 3")],
 )
 async def test_natural_arithmetic(http, question, expected):
+    # the tools service's calculator reads the question; the answer shows the expression it read
     body = await ask(http, question)
-    assert body["status"] == "answered" and re.search(rf"= {re.escape(expected)}\b", body["answer"]), body
+    assert body["status"] == "answered" and body["tools_used"] == ["calculator"], body
+    assert body["answer"] == expected, body
 
 
 async def test_prompt_extraction_is_refused_by_security(http):

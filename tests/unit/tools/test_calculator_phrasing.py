@@ -101,6 +101,8 @@ CASES: list[tuple[str, str, float]] = [
     ("1e3 + 1", "1e3 + 1", 1001),
     ("10 // 3", "10 // 3", 3),
     ("pow(2, 10)", "pow(2, 10)", 1024),
+    ("Could you work out 17% of 250 plus two to the power of ten, please?", "(17 / 100) * 250 + 2 ** 10", 1066.5),
+    ("Please, sum of 1, 2 and 3", "1 + 2 + 3", 6),
 ]
 
 

@@ -261,7 +261,8 @@ _TERMINALS = [
     _terminal("LIST", _words(LISTS)),
     _terminal("SUBTRACT", "subtract" + _END),
     _terminal("REMAINDER", r"remainder\s+(?:of|when)" + _END),
-    _terminal("FILLER", _words(FILLERS)),
+    # a filler may bring its comma along: "please, 2 + 2", "2 + 2, please"
+    _terminal("FILLER", r"(?:,\s*)?" + _words(FILLERS) + r"(?:\s*,)?"),
     _terminal("OF", "of" + _END),
     _terminal("AND", r",\s*and" + _END + r"|and" + _END),
     _terminal("TO", "to" + _END),
