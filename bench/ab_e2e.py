@@ -1,0 +1,87 @@
+"""A/B end to end: this tree's services against a baseline tree's, both running at once, requests interleaved.
+
+On a shared machine the load drifts between two separate runs of bench/e2e.py by more than most changes
+cost; here both stacks (every service a process over its own NATS, as `make up` runs it) see the same
+load, because one client alternates requests between them (A B, B A, ...). Same settings as bench/e2e.py:
+rules security layer, embedding intent, the fast-tier question.
+
+    git archive main | tar -x -C /tmp/baseline
+    .venv/bin/python bench/ab_e2e.py --baseline /tmp/baseline [--rounds 400] [--question "..."]
+
+The baseline's sources go first on the services' PYTHONPATH, so it runs with this tree's virtualenv
+(its dependencies must be installed there).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import httpx  # noqa: E402
+from _common import machine, summary_ms  # noqa: E402
+from meshward.devstack.launcher import Console, Stack  # noqa: E402
+from meshward.devstack.nats_server import free_port  # noqa: E402
+
+
+def stack(baseline: Path | None, log) -> tuple[Stack, str]:
+    env = {"MESHWARD_LOG_LEVEL": "WARNING", "MESHWARD_SECURITY_CLASSIFIER": "false", "MESHWARD_SECURITY_KNOWN_THREATS": "false",
+           "MESHWARD_INTENT_BACKEND": "embedding", "MESHWARD_MCP_PORT": str(free_port())}
+    if baseline is not None:
+        sources = sorted(str(p) for p in [*baseline.glob("libs/*/src"), *baseline.glob("services/*/src")])
+        env["PYTHONPATH"] = os.pathsep.join(sources)
+    port = free_port()
+    return Stack(Path(tempfile.mkdtemp(prefix="meshward-ab-")), port, None, Console(log), extra_env=env), f"http://127.0.0.1:{port}"
+
+
+async def run(baseline: Path, question: str, rounds: int, log) -> dict[str, list[float]]:
+    stacks = {"baseline": stack(baseline, log), "this tree": stack(None, log)}
+    for s, _ in stacks.values():
+        await s.start()
+    try:
+        for s, _ in stacks.values():
+            assert await s.wait_healthy(), "a stack did not become healthy"
+        lat: dict[str, list[float]] = {name: [] for name in stacks}
+        async with httpx.AsyncClient(timeout=30) as http:
+            for name, (_, url) in stacks.items():
+                for _ in range(20):  # warm-up
+                    r = await http.post(url + "/v1/ask", json={"question": question})
+                    assert r.status_code == 200 and r.json()["status"] == "answered", r.text
+                print(f"{name}: {r.json()['answer']!r}")
+            order = list(stacks.items())
+            for i in range(rounds):
+                for name, (_, url) in order if i % 2 == 0 else order[::-1]:
+                    t = time.perf_counter()
+                    r = await http.post(url + "/v1/ask", json={"question": question})
+                    lat[name].append(time.perf_counter() - t)
+                    assert r.status_code == 200, r.text
+        return lat
+    finally:
+        for s, _ in stacks.values():
+            await s.stop()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--baseline", type=Path, required=True, help="a source tree to compare with (e.g. from git archive)")
+    p.add_argument("--rounds", type=int, default=400)
+    p.add_argument("--question", default="Calculate 15 * 23 + 7")
+    args = p.parse_args()
+    with tempfile.TemporaryFile("w+") as log:
+        lat = asyncio.run(run(args.baseline.resolve(), args.question, args.rounds, log))
+    print(f"machine: {machine()}; load average at the end {os.getloadavg()[0]:.2f}")
+    print(f"POST /v1/ask {args.question!r}, 1 client alternating between the stacks, {args.rounds} rounds")
+    s = {name: summary_ms(v) for name, v in lat.items()}
+    for name, r in s.items():
+        print(f"{name:10} p50 {r['p50']:8.2f} ms  p99 {r['p99']:8.2f} ms  mean {r['mean']:8.2f} ms")
+    a, b = s["baseline"], s["this tree"]
+    print(f"ratio this tree/baseline: p50 {b['p50'] / a['p50']:.3f}x, p99 {b['p99'] / a['p99']:.3f}x, mean {b['mean'] / a['mean']:.3f}x")
+
+
+if __name__ == "__main__":
+    main()
