@@ -103,6 +103,12 @@ CASES: list[tuple[str, str, float]] = [
     ("pow(2, 10)", "pow(2, 10)", 1024),
     ("Could you work out 17% of 250 plus two to the power of ten, please?", "(17 / 100) * 250 + 2 ** 10", 1066.5),
     ("Please, sum of 1, 2 and 3", "1 + 2 + 3", 6),
+    ("10 % -3", "10 % (-3)", -2),  # between operands, % is modulo as in Python
+    ("50% plus 1", "(50 / 100) + 1", 1.5),
+    ("two million three thousand and five plus 1", "2003005 + 1", 2003006),
+    ("nineteen hundred plus 1", "1900 + 1", 1901),
+    ("sqrt 16 + 1", "sqrt(16) + 1", 5),
+    ("log(100)^2", "log10(100) ** 2", 4),
 ]
 
 
@@ -190,6 +196,8 @@ def test_not_arithmetic(question: str) -> None:
         ("5 plus", "ends too early"),
         ("what is 5", "nothing to do"),
         ("__import__('os')", "__import__"),
+        ("three thousand two million plus 1", "must shrink"),
+        ("😀 + 1", "'😀' at character 1"),
     ],
 )
 def test_not_an_expression_says_where(question: str, fragment: str) -> None:
@@ -197,6 +205,13 @@ def test_not_an_expression_says_where(question: str, fragment: str) -> None:
         calculate(question)
     assert info.value.code == "not_an_expression"
     assert fragment in info.value.message
+
+
+def test_every_callable_name_is_an_evaluator_function() -> None:
+    from meshward.tools.calculator import FUNCTIONS
+    from meshward.tools.calculator_syntax import CALLABLE
+
+    assert set(CALLABLE) == set(FUNCTIONS)
 
 
 def test_a_bare_number_is_fine_without_words() -> None:

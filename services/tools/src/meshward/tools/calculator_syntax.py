@@ -229,7 +229,8 @@ def _terminal(name: str, pattern: str, priority: int = 0) -> str:
 _NUMBER_WORD = _words([*UNITS, *TEENS, *TENS])
 # "and" belongs to a number only when more number words follow ("two hundred and five").
 _AND_MORE = rf"(?:\s+and(?=\s+{_NUMBER_WORD}))?"
-_MOD_SIGN = r"%(?=\s*(?:[0-9.(]|(?:pi|tau|e)" + _END + r"|[a-z][a-z0-9]*\s*\())"
+# "%" between operands is modulo, as in Python ("10 % 3", "10 % -3"); otherwise it is percent.
+_MOD_SIGN = r"%(?=\s*[-+]?\s*(?:[0-9.(]|(?:pi|tau|e)" + _END + r"|[a-z][a-z0-9]*\s*\())"
 _binary = {op: [w for w, o in INFIX.items() if o == op] for op in ("+", "-", "*", "/", "//", "%", "**")}
 
 _TERMINALS = [
