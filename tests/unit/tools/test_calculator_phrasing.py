@@ -218,6 +218,11 @@ def test_a_bare_number_is_fine_without_words() -> None:
     assert calculate("5").value == 5
     assert calculate("pi").value == math.pi
     assert calculate("(-3)").expression == "-3"
+    assert calculate("-(2 + 3)").value == -5
+    for text in ("one", "::1", "what is pi", "5 please", "007"):
+        with pytest.raises(CalculatorError) as info:
+            calculate(text)
+        assert info.value.code == "not_an_expression", text
 
 
 def test_non_string_is_a_typed_error() -> None:

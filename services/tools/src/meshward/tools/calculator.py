@@ -47,7 +47,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .calculator_syntax import Bin, Call, Const, Group, Neg, Node, NotAnExpression, Num, has_operation, parse, show
+from .calculator_syntax import (
+    Bin,
+    Call,
+    Const,
+    Group,
+    Neg,
+    Node,
+    NotAnExpression,
+    Num,
+    nothing_to_calculate,
+    parse,
+    show,
+)
 
 __all__ = [
     "CONSTANTS",
@@ -559,10 +571,10 @@ def calculate(text: str, limits: CalculatorLimits = CalculatorLimits()) -> Calcu
         raise CalculatorError("not_an_expression", f"The expression is empty; {_HELP}.")
     _bracket_depth(text, limits)
     try:
-        tree, worded = parse(text)
+        tree = parse(text)
     except NotAnExpression as exc:
         raise CalculatorError("not_an_expression", f"No calculation found ({exc}); {_HELP}.") from None
-    if worded and not has_operation(tree):
+    if nothing_to_calculate(tree, text):
         raise CalculatorError("not_an_expression", f"No calculation found (a number, but nothing to do with it); {_HELP}.")
     _check_tree(tree, limits)
     value = _normalize(_Evaluator(limits).run(tree))

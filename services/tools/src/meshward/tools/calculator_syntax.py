@@ -56,7 +56,7 @@ __all__ = [
     "Node",
     "NotAnExpression",
     "Num",
-    "has_operation",
+    "nothing_to_calculate",
     "parse",
     "show",
 ]
@@ -202,11 +202,17 @@ class Group(Node):
         self._measure(inner)
 
 
-def has_operation(node: Node) -> bool:
-    """False for a bare number or constant (possibly negated or bracketed)."""
+def nothing_to_calculate(node: Node, text: str) -> bool:
+    """True when the tree is one number or constant and the text holds more than it (signs and brackets aside).
+
+    "5", "pi" and "(-3)" are calculations with an obvious value; "what is 5", "one" or "::1" are not.
+    """
     while isinstance(node, Neg | Group):
         node = node.operand if isinstance(node, Neg) else node.inner
-    return isinstance(node, Bin | Call)
+    if not isinstance(node, Num | Const):
+        return False
+    literal = node.text if isinstance(node, Num) else node.name
+    return re.sub(r"[\s()+\-]", "", text.lower()) != literal
 
 
 # --------------------------------------------------------------------------- grammar
@@ -480,9 +486,8 @@ class _Build:
         nodes = [x for x in c if isinstance(x, Node)]
         return Bin("%", nodes[0], nodes[1])
 
-    def start(self, c: list) -> tuple[Node, bool]:
-        node = next(x for x in c if isinstance(x, Node))
-        return node, any(isinstance(x, Token) for x in c)
+    def start(self, c: list) -> Node:
+        return next(x for x in c if isinstance(x, Node))
 
 
 _PARSER = Lark(
@@ -524,8 +529,8 @@ def _where(text: str, exc: UnexpectedInput) -> str:
     return f"'{word[:40]}' at character {pos + 1} does not fit"
 
 
-def parse(text: str) -> tuple[Node, bool]:
-    """Parse calculator text; return the tree and whether filler words surrounded it.
+def parse(text: str) -> Node:
+    """Parse calculator text into a tree.
 
     Raises :class:`NotAnExpression` for text outside the grammar.  The caller bounds the length.
     """
