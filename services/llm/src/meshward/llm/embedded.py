@@ -136,9 +136,10 @@ class EmbeddedBackend:
         # The runtime also opens a loopback HTTP door of its own, which this service never uses: a key nobody
         # knows shuts it.
         params.api_keys = [secrets.token_urlsafe(32)]
-        threads = self._settings.threads or os.cpu_count() or 1
-        params.cpuparams.n_threads = threads
-        params.cpuparams_batch.n_threads = threads
+        threads = self._settings.threads or max(1, (os.cpu_count() or 2) // 2)
+        for cpu in (params.cpuparams, params.cpuparams_batch):
+            cpu.n_threads = threads
+            cpu.poll = self._settings.poll
         params.n_gpu_layers = 999 if self._settings.device == "cuda" else 0
         return xllamacpp.Server(params)
 
