@@ -99,7 +99,7 @@ def transformers_figures(runs: int, tokens: int) -> dict:
         streamer = TextIteratorStreamer(tok, skip_prompt=True)
         t0 = time.perf_counter()
         out: list = []
-        worker = threading.Thread(target=lambda: out.append(model.generate(
+        worker = threading.Thread(target=lambda out=out, streamer=streamer: out.append(model.generate(
             **ids, max_new_tokens=tokens, do_sample=False, streamer=streamer, min_new_tokens=tokens)))
         worker.start()
         first = None
