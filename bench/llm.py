@@ -14,7 +14,8 @@ Overhead = p50 via the failure - p50 direct, measured in the same run.
     .venv/bin/python bench/llm.py [--runs 5] [--tokens 64] [--chain-calls 200] [--transformers]
 
 --transformers also loads the same GGUF into torch through transformers (the alternative the README
-compares against; needs the `gguf` package, not a meshward dependency) and measures it the same way.
+compares against; needs the `gguf` and `accelerate` packages, not meshward dependencies) and measures it
+the same way.
 """
 from __future__ import annotations
 
