@@ -148,6 +148,11 @@ async def test_embedded_model_answers_streams_and_calls_tools(service_env, bus):
                                                         temperature=0.0, max_tokens=64), ChatResponse, timeout=120)
         assert tool.finish_reason == "tool_calls"
         assert [(c.name, c.arguments) for c in tool.message.tool_calls] == [("system_status", {"metric": "disk"})]
+        # A reply cut short (3 tokens cannot hold the JSON) is a typed failure, not a crash or a guess.
+        with pytest.raises(RemoteError) as cut:
+            await bus.request(subjects.LLM_CHAT, ask("How much disk space is free?", tools=[STATUS_TOOL],
+                                                     temperature=0.0, max_tokens=3), ChatResponse, timeout=120)
+        assert cut.value.code == ErrorCode.UNAVAILABLE and "unusable" in cut.value.error.message
 
         # A caller whose deadline passes: a typed error, and the generation stops at its next token, so the slot
         # is free for the next question (which otherwise waits for 4,000 tokens).

@@ -171,7 +171,7 @@ class EmbeddedBackend:
         prompt_tokens = sum(len(m["content"]) for m in messages) // 3 + 8 * len(messages)
         body: dict[str, Any] = {
             "messages": messages,
-            "max_tokens": max(16, min(request.max_tokens, slot_tokens - prompt_tokens)),
+            "max_tokens": min(request.max_tokens, max(16, slot_tokens - prompt_tokens)),
             "temperature": request.temperature,
             "stream": True,  # always: the token callback is where a generation can be stopped
             "stream_options": {"include_usage": True},
