@@ -59,6 +59,9 @@ class LocalPorts:
     def emit(self, subject: str, event: Event) -> None:
         pass
 
+    async def publish(self, subject: str, event: Event) -> None:
+        pass
+
 
 def main() -> None:
     import uvicorn

@@ -61,3 +61,6 @@ class FakePorts:
 
     def emit(self, subject, event):
         self.events.append((subject, event))
+
+    async def publish(self, subject, event):
+        self.events.append((subject, event))

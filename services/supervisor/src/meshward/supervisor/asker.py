@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 
@@ -12,6 +13,8 @@ from meshward.contracts import AgentDecision, InteractionCompleted, subjects
 from .models import AskResponse
 from .ports import AgentPorts
 from .state import fresh_run
+
+log = logging.getLogger(__name__)
 
 
 def images_of(results: list[dict]) -> list[dict[str, str]]:
@@ -63,7 +66,10 @@ class Asker:
             steps=state.get("steps", []),
             images=images_of(state.get("tool_results") or []),
         )
-        self.ports.emit(
+        # Stored in the stream (publish ack) before the answer goes out: a crash right after answering loses
+        # nothing, and a history read after the answer finds the event (memory waits for its consumer to reach
+        # the stream's end). The question's routing events were published earlier on the same connection.
+        interaction = (
             subjects.EVENT_INTERACTION,
             InteractionCompleted(
                 question=question,
@@ -82,4 +88,8 @@ class Asker:
                 trace_id=response.trace_id,
             ),
         )
+        try:
+            await self.ports.publish(*interaction)
+        except Exception as e:  # noqa: BLE001 - the answer is not withheld when the event store is down
+            log.warning("interaction event of %s not stored: %s", request_id, e)
         return response
