@@ -88,8 +88,18 @@ class Asker:
                 trace_id=response.trace_id,
             ),
         )
-        try:
-            await self.ports.publish(*interaction)
-        except Exception as e:  # noqa: BLE001 - the answer is not withheld when the event store is down
-            log.warning("interaction event of %s not stored: %s", request_id, e)
+        await self._store(interaction, request_id)
         return response
+
+    async def _store(self, interaction: tuple, request_id: str, attempts: int = 3) -> None:
+        """Publish with a few retries (a nats-server restart drops what was in flight; the event id de-duplicates
+        a repeat); after that the answer is not withheld because the event store is down."""
+        for attempt in range(1, attempts + 1):
+            try:
+                await self.ports.publish(*interaction)
+                return
+            except Exception as e:  # noqa: BLE001 - retried, then logged
+                if attempt == attempts:
+                    log.warning("interaction event of %s not stored: %s", request_id, e)
+                    return
+                await asyncio.sleep(0.2 * attempt)
