@@ -56,6 +56,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/security_layers.py
 	$(BIN)/python bench/tools.py
 	$(BIN)/python bench/memory.py
+	$(BIN)/python bench/load.py --duration 30 --faults
 
 clean:
 	rm -rf $(VENV) var .pytest_cache

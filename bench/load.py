@@ -103,7 +103,7 @@ async def sample_backlog(nc, samples: list[int], stop: asyncio.Event) -> None:
             pass
 
 
-async def drain_time(nc, limit: float = 120.0) -> float:
+async def drain_time(nc, limit: float = 60.0) -> float:
     start = time.monotonic()
     while time.monotonic() - start < limit:
         if await backlog(nc) == 0:
