@@ -129,6 +129,15 @@ async def phase(url: str, nc, clients: int, duration: float, check_every: int) -
             "backlog_samples": samples, "drain_s": drained, "ryw": f"{run.ryw_checked - run.ryw_missing}/{run.ryw_checked}"}
 
 
+async def same_command(url: str, n: int = 32) -> dict:
+    """n concurrent "how much memory is free?": each runs `free -m` through cli_execute."""
+    async with httpx.AsyncClient(base_url=url, timeout=60, limits=httpx.Limits(max_connections=n)) as http:
+        replies = await asyncio.gather(*(http.post("/v1/ask", json={"question": "how much memory is free?"}) for _ in range(n)))
+    statuses = [r.json().get("status") if r.status_code == 200 else str(r.status_code) for r in replies]
+    return {"questions": n, "answered": statuses.count("answered"), "errors": n - statuses.count("answered"),
+            "example_error": next((r.json().get("answer") for r, st in zip(replies, statuses, strict=True) if st != "answered"), None)}
+
+
 async def faults(stack: Stack, url: str, nc_url: str) -> list[dict]:
     results = []
     run = Run()
@@ -192,6 +201,7 @@ async def main_async(args) -> None:
                       f"failed {r['failed']} {r['failures'] or ''}; memory backlog max {r['backlog_max']} events, "
                       f"drained {r['drain_s']:.1f}s after the load; read-your-writes {r['ryw']}; backlog/s {r['backlog_samples']}",
                       flush=True)
+            print(f"32 concurrent 'how much memory is free?': {await same_command(url)}", flush=True)
             if args.faults:
                 for r in await faults(stack, url, stack.nats_url):
                     print(r, flush=True)
