@@ -2,26 +2,42 @@
 over NATS, as `make up` runs it) against the monolith (the same graph and logic in one
 process behind the same HTTP ingress). Fast-tier question, 1 and 16 concurrent clients.
 
-    .venv/bin/python bench/e2e.py [--seconds 10]
+The real configuration by default: the fine-tuned security and intent classifiers on both
+sides, tracing on (every process exports its spans over OTLP/HTTP to a receiver in this
+process). Known threats (a memory lookup) exist only in the distributed system and are off
+here, so both sides run the same layers. `--rules` runs the earlier rules + embedding setup.
+Also prints NATS round trips and LangGraph node steps per question, counted from the spans.
+
+    .venv/bin/python bench/e2e.py [--seconds 10] [--rules]
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT.parent))
 
 import httpx  # noqa: E402
 from _common import machine, summary_ms  # noqa: E402
 from meshward.devstack.launcher import Console, Stack  # noqa: E402
 from meshward.devstack.nats_server import free_port, wait_for_port  # noqa: E402
 
+from tests.otlp_receiver import OtlpReceiver  # noqa: E402
+
 QUESTION = "Calculate 15 * 23 + 7"
+
+
+def tracing_env(receiver: OtlpReceiver) -> dict[str, str]:
+    return {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}
 
 
 async def load(url: str, clients: int, seconds: float) -> dict:
@@ -30,44 +46,63 @@ async def load(url: str, clients: int, seconds: float) -> dict:
             r = await http.post("/v1/ask", json={"question": QUESTION})
             assert r.status_code == 200 and "352" in r.json()["answer"], r.text
         lat: list[float] = []
+        errors = 0
         end = time.perf_counter() + seconds
 
         async def client():
+            nonlocal errors
             while time.perf_counter() < end:
                 t = time.perf_counter()
                 r = await http.post("/v1/ask", json={"question": QUESTION})
                 lat.append(time.perf_counter() - t)
-                assert r.status_code == 200
+                errors += r.status_code != 200 or r.json()["status"] != "answered"
 
         start = time.perf_counter()
         await asyncio.gather(*(client() for _ in range(clients)))
-        return {**summary_ms(lat), "rps": len(lat) / (time.perf_counter() - start), "n": len(lat)}
+        return {**summary_ms(lat), "rps": len(lat) / (time.perf_counter() - start), "n": len(lat), "errors": errors}
 
 
-async def distributed(seconds: float, log) -> dict:
+async def per_question(url: str, receiver: OtlpReceiver) -> dict[str, int]:
+    """One question's trace: NATS round trips (`send` spans) and graph node steps (`node` spans)."""
+    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        trace_id = (await http.post("/v1/ask", json={"question": QUESTION})).json()["trace_id"]
+    for _ in range(100):
+        spans = [s for s in receiver.spans if s.trace_id == trace_id]
+        if any(s.name.startswith("POST") for s in spans):
+            break
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(0.5)  # the services' batch processors export a little later than the ingress
+    names = Counter(s.name.split(" ", 1)[0] for s in receiver.spans if s.trace_id == trace_id)
+    return {"nats_round_trips": names["send"], "graph_steps": names["node"], "spans": sum(names.values())}
+
+
+async def distributed(seconds: float, rules: bool, receiver: OtlpReceiver, log) -> dict:
     data = Path(tempfile.mkdtemp(prefix="meshward-bench-"))
     port = free_port()
-    # the same logic as the monolith: rules layer only, embedding-similarity intent (issue 2's "no ML layers")
-    env = {"MESHWARD_LOG_LEVEL": "WARNING", "MESHWARD_SECURITY_CLASSIFIER": "false", "MESHWARD_SECURITY_KNOWN_THREATS": "false",
-           "MESHWARD_INTENT_BACKEND": "embedding", "MESHWARD_MCP_PORT": str(free_port())}
+    env = {"MESHWARD_LOG_LEVEL": "WARNING", "MESHWARD_SECURITY_KNOWN_THREATS": "false", "MESHWARD_MCP_PORT": str(free_port()),
+           **tracing_env(receiver)}
+    if rules:
+        env.update(MESHWARD_SECURITY_CLASSIFIER="false", MESHWARD_INTENT_BACKEND="embedding")
     stack = Stack(data, port, None, Console(log), extra_env=env)
     await stack.start()
     try:
         assert await stack.wait_healthy(), "distributed system did not become healthy"
         url = f"http://127.0.0.1:{port}"
-        return {c: await load(url, c, seconds) for c in (1, 16)}
+        return {"counts": await per_question(url, receiver), **{c: await load(url, c, seconds) for c in (1, 16)}}
     finally:
         await stack.stop()
 
 
-async def monolith(seconds: float) -> dict:
+async def monolith(seconds: float, rules: bool, receiver: OtlpReceiver) -> dict:
     port = free_port()
     db = Path(tempfile.mkdtemp(prefix="meshward-bench-mono-")) / "checkpoints.db"
-    proc = subprocess.Popen([sys.executable, str(Path(__file__).parent / "monolith.py"), "--port", str(port), "--checkpoint-db", str(db)])
+    cmd = [sys.executable, str(ROOT / "monolith.py"), "--port", str(port), "--checkpoint-db", str(db)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **tracing_env(receiver)}
+    proc = subprocess.Popen([*cmd, *([] if rules else ["--finetuned"])], env=env)
     try:
         await asyncio.to_thread(wait_for_port, port, 120, proc)
         url = f"http://127.0.0.1:{port}"
-        return {c: await load(url, c, seconds) for c in (1, 16)}
+        return {"counts": await per_question(url, receiver), **{c: await load(url, c, seconds) for c in (1, 16)}}
     finally:
         proc.terminate()
         proc.wait(10)
@@ -76,19 +111,24 @@ async def monolith(seconds: float) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--seconds", type=float, default=10.0)
+    p.add_argument("--rules", action="store_true", help="rules security layer and embedding intent instead of the fine-tuned classifiers")
     args = p.parse_args()
-    with tempfile.TemporaryFile("w+") as log:
-        dist = asyncio.run(distributed(args.seconds, log))
-    mono = asyncio.run(monolith(args.seconds))
-    print(f"machine: {machine()}")
-    print(f"question: {QUESTION!r} (fast tier, rules security layer, MiniLM intent); {args.seconds:.0f}s per phase")
-    print(f"{'':26} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>8}")
+    with OtlpReceiver() as receiver, tempfile.TemporaryFile("w+") as log:
+        dist = asyncio.run(distributed(args.seconds, args.rules, receiver, log))
+        receiver.spans.clear()
+        mono = asyncio.run(monolith(args.seconds, args.rules, receiver))
+    setup = "rules security layer, MiniLM-similarity intent" if args.rules else "fine-tuned security and intent classifiers"
+    print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f} at the end")
+    print(f"question: {QUESTION!r} (fast tier, {setup}, tracing on: OTLP/HTTP export); {args.seconds:.0f}s per phase")
+    print(f"{'':26} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>8} {'errors':>7}")
     for name, res in (("distributed (5 services)", dist), ("monolith (1 process)", mono)):
-        for c, r in res.items():
-            print(f"{name + f', {c} client' + ('s' if c > 1 else ''):26} {r['p50']:8.2f} {r['p99']:8.2f} {r['rps']:8.1f}")
+        for c in (1, 16):
+            r = res[c]
+            print(f"{name + f', {c} client' + ('s' if c > 1 else ''):26} {r['p50']:8.2f} {r['p99']:8.2f} {r['rps']:8.1f} {r['errors']:7d}")
     for c in (1, 16):
         print(f"ratio distributed/monolith at {c:>2} client(s): p50 {dist[c]['p50'] / mono[c]['p50']:.2f}x, "
               f"p99 {dist[c]['p99'] / mono[c]['p99']:.2f}x, throughput {dist[c]['rps'] / mono[c]['rps']:.2f}x")
+    print(f"per question, from its trace: distributed {dist['counts']}, monolith {mono['counts']}")
 
 
 if __name__ == "__main__":

@@ -137,3 +137,28 @@ async def test_memory_persists_events_published_while_it_was_down(service_env, b
     finally:
         await svc.stop()
         await bus.jetstream.delete_consumer(subjects.EVENTS_STREAM, settings.consumer_name)
+
+
+async def test_memory_history_reads_its_writes(service_env, bus, tmp_path):
+    """A history read after an event is stored in the stream includes it: no polling, even with a backlog."""
+    from meshward.memory.handlers import create_service
+    from meshward.memory.settings import MemorySettings
+
+    settings = MemorySettings(database_url=f"sqlite+aiosqlite:///{tmp_path / 'memory.db'}", consumer_name="test-" + uuid.uuid4().hex[:8])
+    thread = uuid.uuid4().hex
+    svc = await started(create_service(settings))
+    try:
+        for round_ in range(3):
+            backlog = [
+                RoutingDecision(agent="supervisor", decision="intent", thread_id=uuid.uuid4().hex, request_id=f"b{round_}-{i}")
+                for i in range(200)
+            ]
+            await asyncio.gather(*(bus.publish_event(subjects.EVENT_ROUTING, e) for e in backlog))
+            mine = InteractionCompleted(question=f"Calculate {round_} + 1", answer="ok", status="answered", route=[], duration_ms=1,
+                                        thread_id=thread, request_id=f"mine-{round_}")
+            await bus.publish_event(subjects.EVENT_INTERACTION, mine)
+            reply = await bus.request(subjects.MEMORY_HISTORY, HistoryRequest(thread_id=thread), HistoryReply)
+            assert [t.question for t in reply.turns] == [f"Calculate {r} + 1" for r in range(round_ + 1)]
+    finally:
+        await svc.stop()
+        await bus.jetstream.delete_consumer(subjects.EVENTS_STREAM, settings.consumer_name)

@@ -80,6 +80,27 @@ async def test_single_request_waits_at_most_max_wait():
     await batcher.close()
 
 
+async def test_idle_request_is_dispatched_without_waiting_for_company():
+    # a max wait of 10 minutes would hang this test if an idle batcher still waited for company
+    fn = Recorder()
+    batcher = MicroBatcher(fn, max_batch_size=32, max_wait_ms=600_000)
+    assert await asyncio.wait_for(batcher.submit(3), timeout=60) == 30
+    assert await asyncio.wait_for(batcher.submit(4), timeout=60) == 40
+    assert fn.calls == [[3], [4]]
+    await batcher.close()
+
+
+async def test_under_load_the_next_batch_waits_for_company_up_to_max_wait():
+    fn = Recorder(delay=0.05)
+    batcher = MicroBatcher(fn, max_batch_size=4, max_wait_ms=600_000)
+    first = asyncio.create_task(batcher.submit(0))
+    await asyncio.sleep(0.01)  # batch [0] is running: the next requests find the batcher loaded
+    rest = await asyncio.wait_for(asyncio.gather(*(batcher.submit(i) for i in range(1, 5))), timeout=60)
+    assert await first == 0 and rest == [10, 20, 30, 40]
+    assert fn.calls == [[0], [1, 2, 3, 4]]  # a full batch goes at once, without the max wait
+    await batcher.close()
+
+
 async def test_expired_deadline_is_a_typed_error_and_skips_inference():
     fn = Recorder()
     batcher = MicroBatcher(fn, max_batch_size=8, max_wait_ms=1)

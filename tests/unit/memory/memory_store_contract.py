@@ -169,6 +169,17 @@ class MemoryStoreContract:
             ("req-1", interaction_id, after.event_id, "supervisor", "FINISH", "asks about rain", "thread-a"),
         ]
 
+    async def test_a_group_commit_stores_each_event_once_and_links_them(self, store, db):
+        events = []
+        for n in range(10):
+            events += [decision(f"req-{n}", step=0), interaction(n), decision(f"req-{n}", step=1)]
+        await store.record_events(events)
+        await store.record_events(events[:6])  # redelivered: idempotent
+        assert len(await fetch(db, select(interactions.c.id))) == 10
+        rows = await fetch(db, select(agent_decisions.c.request_id, agent_decisions.c.interaction_id))
+        assert len(rows) == 20 and all(interaction_id is not None for _, interaction_id in rows)
+        assert [t.question for t in await store.history("thread-a", 50)] == [f"question {n}" for n in range(10)]
+
     async def test_decision_and_interaction_stored_at_once_are_linked(self, store, db):
         writes = []
         for n in range(20):

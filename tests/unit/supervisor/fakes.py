@@ -63,3 +63,6 @@ class FakePorts:
 
     def emit(self, subject, event):
         self.events.append((subject, event))
+
+    async def publish(self, subject, event):
+        self.events.append((subject, event))

@@ -14,6 +14,7 @@ from meshward.contracts import DataContent, ErrorCode, TextContent
 from meshward.tools.cli import (
     SAFE_ENV,
     CliSettings,
+    SharedRuns,
     check_command,
     clean_text,
     cli_tools,
@@ -317,16 +318,77 @@ async def test_cancellation_kills_the_process_group(settings, spawned):
     assert await wait_gone(lambda: group_alive(proc.pid))
 
 
-async def test_concurrency_bound(settings, spawned):
-    one = settings.model_copy(update={"max_concurrent": 1, "timeout_s": 5.0})
-    registry = make_registry(one, CommandPolicy([AllowRule("sleep", (("1",),))]))
+async def test_identical_concurrent_commands_share_one_run(settings, spawned):
+    one = settings.model_copy(update={"max_concurrent": 1})
+    registry = make_registry(one, CommandPolicy([AllowRule("sleep", (("0.3",),))]))
+    results = await asyncio.gather(*(registry.call("cli_execute", {"command": "sleep 0.3"}) for _ in range(32)))
+    assert len(spawned) == 1  # one process for 32 callers, none refused
+    assert all(r.content[1].data["exit_code"] == 0 for r in results)
+
+
+async def test_commands_beyond_the_bound_queue_instead_of_failing(settings, spawned):
+    one = settings.model_copy(update={"max_concurrent": 1})
+    registry = make_registry(one, CommandPolicy([AllowRule("sleep", (("0.2",), ("0.1",)))]))
+    first = asyncio.create_task(registry.call("cli_execute", {"command": "sleep 0.2"}))
+    while not spawned:
+        await asyncio.sleep(0.02)
+    second = await registry.call("cli_execute", {"command": "sleep 0.1"})  # waits for the slot
+    assert second.content[1].data["exit_code"] == 0
+    assert (await first).content[1].data["exit_code"] == 0
+    assert len(spawned) == 2
+
+
+async def test_a_full_queue_is_overloaded(settings, spawned):
+    tight = settings.model_copy(update={"max_concurrent": 1, "max_queued": 0})
+    registry = make_registry(tight, CommandPolicy([AllowRule("sleep", (("1",), ("2",)))]))
     first = asyncio.create_task(registry.call("cli_execute", {"command": "sleep 1"}))
     while not spawned:
         await asyncio.sleep(0.02)
     with pytest.raises(ToolError) as exc:
-        await registry.call("cli_execute", {"command": "sleep 1"})
+        await registry.call("cli_execute", {"command": "sleep 2"})
     assert exc.value.code == ErrorCode.OVERLOADED
     await first
+
+
+async def test_a_caller_giving_up_leaves_the_shared_run_to_the_others():
+    runs = SharedRuns(max_concurrent=1, max_queued=4)
+    release = asyncio.Event()
+    starts = 0
+
+    async def start():
+        nonlocal starts
+        starts += 1
+        await release.wait()
+        return "done"
+
+    first = asyncio.create_task(runs.run(["free", "-m"], start))
+    second = asyncio.create_task(runs.run(["free", "-m"], start))
+    while runs.waiting(["free", "-m"]) < 2:
+        await asyncio.sleep(0.01)
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    release.set()
+    assert await second == "done" and starts == 1
+    assert runs.waiting(["free", "-m"]) == 0
+
+
+async def test_the_last_caller_giving_up_cancels_the_run():
+    runs = SharedRuns(max_concurrent=1, max_queued=4)
+    cancelled = asyncio.Event()
+
+    async def start():
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    only = asyncio.create_task(runs.run(["uptime"], start))
+    while runs.waiting(["uptime"]) < 1:
+        await asyncio.sleep(0.01)
+    only.cancel()
+    await asyncio.wait_for(cancelled.wait(), timeout=30)
 
 
 async def test_stdin_is_devnull(settings):

@@ -71,8 +71,7 @@ class EventConsumer:
                 log.warning("event fetch failed: %s", e)
                 await asyncio.sleep(0.5)
                 continue
-            for msg in msgs:
-                await self._handle(msg)
+            await asyncio.gather(*(self._handle(msg) for msg in msgs))  # concurrent: handlers may group-commit
 
     async def _handle(self, msg) -> None:
         token = otel_context.attach(extract_context(msg.headers))

@@ -3,9 +3,11 @@
     batcher = MicroBatcher(classify_many, max_batch_size=32, max_wait_ms=2.0)
     result = await batcher.submit(item, deadline=epoch_seconds_or_None)
 
-The first request of a batch waits at most ``max_wait_ms`` for company; a full batch goes at once. Batches run
-one at a time on a dedicated worker thread (the model's own thread pool does the parallel work), and while
-one runs the next one fills up, so under load batches grow by themselves. A request whose deadline has
+A request that finds the worker idle is dispatched at once (with whatever arrived in the same loop turn): waiting
+for company that is not coming only adds latency. Batches run one at a time on a dedicated worker thread (the
+model's own thread pool does the parallel work), and while one runs the next one fills up, so under load batches
+grow by themselves; only then (requests were already waiting when the previous batch finished) does the oldest
+request wait at most ``max_wait_ms`` for more company, and a full batch goes at once. A request whose deadline has
 passed, or whose caller gave up (cancelled), is dropped before inference; an expired one gets
 :class:`DeadlineExceeded`. ``fn`` must return one result per item, in order.
 """
@@ -117,8 +119,10 @@ class MicroBatcher(Generic[T, R]):
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         assert self._wakeup is not None
+        loaded = False  # requests were waiting when the previous batch finished
         while not self._closed:
             if not self._queue:
+                loaded = False
                 self._wakeup.clear()
                 try:
                     await asyncio.wait_for(self._wakeup.wait(), timeout=30.0)
@@ -126,8 +130,8 @@ class MicroBatcher(Generic[T, R]):
                     if not self._queue:
                         return  # idle: the next submit starts a new worker
                 continue
-            # Wait for company until the oldest request has waited max_wait, unless the batch is already full.
-            while len(self._queue) < self.max_batch_size:
+            # Under load only: wait for company until the oldest request has waited max_wait, unless the batch is full.
+            while loaded and len(self._queue) < self.max_batch_size:
                 left = self._queue[0].arrived + self.max_wait_s - loop.time()
                 if left <= 0:
                     break
@@ -147,10 +151,11 @@ class MicroBatcher(Generic[T, R]):
                 for p in batch:
                     if not p.future.done():
                         p.future.set_exception(exc)
-                continue
-            for p, result in zip(batch, results, strict=True):
-                if not p.future.done():
-                    p.future.set_result(result)
+            else:
+                for p, result in zip(batch, results, strict=True):
+                    if not p.future.done():
+                        p.future.set_result(result)
+            loaded = bool(self._queue)
 
     def _take(self) -> list[_Pending[T, R]]:
         now = time.time()

@@ -3,6 +3,13 @@
 Children run in their own sessions (a terminal's Ctrl-C reaches only this
 process, which then stops each child once, cleanly) and die with it even if it
 is killed (PR_SET_PDEATHSIG).
+
+Supervision: a child that exits on its own (a crash, SIGKILL) is started again
+after a back-off that doubles from `RESTART_BACKOFF_S` up to `MAX_BACKOFF_S`; the
+embedded nats-server is restarted the same way on the same port and store (JetStream
+file storage: no published event is lost). A child that crashes more than
+`CRASH_LOOP_LIMIT` times within `CRASH_LOOP_WINDOW_S` is a crash loop, not a
+hiccup: then, and only then, the launcher stops everything.
 """
 from __future__ import annotations
 
@@ -12,6 +19,8 @@ import os
 import signal
 import sys
 import time
+from collections import deque
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -21,6 +30,34 @@ from .nats_server import EmbeddedNats
 SERVICES = ("security", "intent", "tools", "memory", "llm", "supervisor")
 COLORS = {"nats": "90", "security": "31", "intent": "35", "tools": "33", "memory": "36", "llm": "34", "supervisor": "32", "meshward": "1"}
 PR_SET_PDEATHSIG = 1
+RESTART_BACKOFF_S = 0.2
+MAX_BACKOFF_S = 5.0
+CRASH_LOOP_LIMIT = 5
+CRASH_LOOP_WINDOW_S = 60.0
+
+
+class CrashLoop(RuntimeError):
+    """A child kept crashing: more than CRASH_LOOP_LIMIT exits within CRASH_LOOP_WINDOW_S."""
+
+
+@dataclass
+class RestartPolicy:
+    """Back-off and crash-loop limit of one supervised child."""
+
+    backoff_s: float = RESTART_BACKOFF_S
+    max_backoff_s: float = MAX_BACKOFF_S
+    limit: int = CRASH_LOOP_LIMIT
+    window_s: float = CRASH_LOOP_WINDOW_S
+    crashes: deque[float] = field(default_factory=deque)
+
+    def next_delay(self, now: float) -> float:
+        """Record a crash at `now`; the delay before the restart, or CrashLoop."""
+        self.crashes.append(now)
+        while self.crashes and now - self.crashes[0] > self.window_s:
+            self.crashes.popleft()
+        if len(self.crashes) > self.limit:
+            raise CrashLoop(f"{len(self.crashes)} crashes within {self.window_s:.0f}s")
+        return min(self.max_backoff_s, self.backoff_s * 2 ** (len(self.crashes) - 1))
 
 
 def _die_with_parent() -> None:
@@ -55,6 +92,7 @@ class Stack:
         self.procs: dict[str, asyncio.subprocess.Process] = {}
         self.pumps: list[asyncio.Task] = []
         self.stopping = False
+        self.restarts: dict[str, int] = {}
 
     def env_for(self, service: str) -> dict[str, str]:
         env = dict(os.environ)
@@ -90,17 +128,65 @@ class Stack:
         else:
             self.console.line("nats", f"using {self.nats_url}")
         for name in SERVICES:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", f"meshward.{name}",
-                env=self.env_for(name),
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,  # noqa: PLW1509 - no threads are running at this point in the child
-            )
-            self.procs[name] = proc
-            self.pumps.append(asyncio.create_task(self._pump(name, proc.stdout)))
-            self.console.line("meshward", f"started {name} (pid {proc.pid})")
+            await self.spawn(name)
+
+    async def spawn(self, name: str) -> None:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", f"meshward.{name}",
+            env=self.env_for(name),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,  # noqa: PLW1509 - no threads are running at this point in the child
+        )
+        self.procs[name] = proc
+        self.pumps = [p for p in self.pumps if not p.done()]
+        self.pumps.append(asyncio.create_task(self._pump(name, proc.stdout)))
+        self.console.line("meshward", f"started {name} (pid {proc.pid})")
+
+    async def supervise(self) -> str:
+        """Restart children that exit until stop(); returns the name of a child in a crash loop."""
+        policies = {name: RestartPolicy() for name in (*SERVICES, "nats")}
+
+        async def watch(name: str) -> None:
+            while not self.stopping:
+                if name == "nats":
+                    assert self.nats is not None and self.nats.proc is not None
+                    code = await asyncio.to_thread(self.nats.proc.wait)
+                else:
+                    code = await self.procs[name].wait()
+                if self.stopping:
+                    return
+                delay = policies[name].next_delay(time.monotonic())  # CrashLoop ends the supervision
+                self.restarts[name] = self.restarts.get(name, 0) + 1
+                self.console.line("meshward", f"{name} exited with code {code}; restarting in {delay:.1f}s "
+                                              f"(restart {self.restarts[name]})")
+                await asyncio.sleep(delay)
+                if self.stopping:
+                    return
+                if name == "nats":
+                    assert self.nats is not None
+                    await asyncio.to_thread(self.nats.start)  # same port, same JetStream store
+                    self.console.line("nats", f"restarted at {self.nats_url}")
+                else:
+                    await self.spawn(name)
+
+        names = [*SERVICES, *(["nats"] if self.nats is not None else [])]
+        watchers = {asyncio.create_task(watch(n), name=f"watch-{n}"): n for n in names}
+        try:
+            while watchers:
+                done, _ = await asyncio.wait(watchers, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    name = watchers.pop(task)
+                    if not task.cancelled() and isinstance(task.exception(), CrashLoop):
+                        self.console.line("meshward", f"{name} is crash-looping ({task.exception()}); giving up")
+                        return name
+                    if not task.cancelled() and task.exception() is not None:
+                        raise task.exception()
+            return ""
+        finally:
+            for task in watchers:
+                task.cancel()
 
     async def wait_healthy(self, timeout: float = 180.0) -> bool:
         url = f"http://127.0.0.1:{self.http_port}/healthz"
@@ -163,7 +249,7 @@ async def run_up(data_dir: Path, http_port: int, nats_url: str | None) -> int:
     code = 0
     try:
         await stack.start()
-        waiter = asyncio.create_task(stack.wait_any_exit())
+        waiter = asyncio.create_task(stack.supervise())
         stopper = asyncio.create_task(stop.wait())
         healthy = asyncio.create_task(stack.wait_healthy())
         done, _ = await asyncio.wait({healthy, stopper, waiter}, return_when=asyncio.FIRST_COMPLETED)
@@ -174,8 +260,7 @@ async def run_up(data_dir: Path, http_port: int, nats_url: str | None) -> int:
             console.line("meshward", "the system did not become healthy; see the logs above. Stopping.")
             code = 1
         if waiter in done and not stop.is_set():
-            name = waiter.result()
-            console.line("meshward", f"{name} exited with code {stack.procs[name].returncode}; stopping everything")
+            console.line("meshward", f"{waiter.result()} keeps crashing; stopping everything")
             code = 1
         for t in (waiter, stopper, healthy):
             t.cancel()

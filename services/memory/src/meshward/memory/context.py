@@ -351,12 +351,15 @@ class ContextCompressor:
     def count(self, turns: Sequence[TurnLike], summary: str | None = None) -> int:
         return (self._count(summary) if summary else 0) + sum(self._count(render_turn(t)) for t in turns)
 
+    def _measure(self, turns: Sequence[TurnLike], summary: str | None) -> tuple[list[int], int]:
+        return [self._count(render_turn(t)) for t in turns], (self._count(summary) if summary else 0)
+
     async def compress(self, turns: Sequence[TurnLike], summary: str | None = None) -> CompressedContext:
         budget = self.budget
         turns = list(turns)
         summary = summary.strip() if summary and summary.strip() else None
-        turn_tokens = [self._count(render_turn(t)) for t in turns]
-        summary_tokens = self._count(summary) if summary else 0
+        # Tokenising every turn is CPU-bound (hundreds of ms for a long thread): off the event loop.
+        turn_tokens, summary_tokens = await asyncio.to_thread(self._measure, turns, summary)
         total = summary_tokens + sum(turn_tokens)
         split = len(turns) - min(budget.keep_last, len(turns))
         if total <= budget.summarize_threshold or (split == 0 and total <= budget.max_tokens):

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from meshward.bus import Service, ServiceError
+from meshward.bus import context as request_context
 from meshward.bus.events import EventConsumer
 from meshward.contracts import (
     ContextReply,
@@ -31,6 +33,7 @@ from meshward.contracts import (
 )
 
 from .context import ContextBudget, ContextCompressor, turn_text
+from .ingest import GroupCommit
 from .learning import LearningPolicy
 from .semantic import SemanticMemory
 from .settings import MemorySettings
@@ -47,24 +50,28 @@ def _hit(h) -> Hit:
 class EventSink:
     """Routes each event subject to the stores; unknown subjects are acknowledged and skipped.
 
-    Every write is idempotent by event id, so redelivery after a crash is harmless.
+    Every write is idempotent by event id, so redelivery after a crash is harmless. Concurrent events share
+    one SQL transaction and one embedding call (group commit); the SQL write comes first, so a thread's
+    history does not wait for the embedding.
     """
 
     def __init__(self, store: MemoryStore, semantic: SemanticMemory, policy: LearningPolicy):
         self.store = store
         self.semantic = semantic
         self.policy = policy
+        self.sql: GroupCommit[InteractionCompleted | RoutingDecision] = GroupCommit(store.record_events, name="sql")
+        self.embed: GroupCommit[tuple] = GroupCommit(semantic.add_interactions, max_batch=64, name="embed")
 
     async def __call__(self, subject: str, data: bytes) -> None:
         if subject == subjects.EVENT_INTERACTION:
             event = InteractionCompleted.model_validate_json(data)
-            await self.store.record_interaction(event)
+            await self.sql.submit(event)
             if event.status == "answered":
-                await self.semantic.add_interaction(
-                    event.event_id, event.question, event.answer, {"thread_id": event.thread_id or "", "intent": event.intent or ""}
+                await self.embed.submit(
+                    (event.event_id, event.question, event.answer, {"thread_id": event.thread_id or "", "intent": event.intent or ""})
                 )
         elif subject == subjects.EVENT_ROUTING:
-            await self.store.record_decision(RoutingDecision.model_validate_json(data))
+            await self.sql.submit(RoutingDecision.model_validate_json(data))
         elif subject == subjects.EVENT_VIOLATION:
             await self.learn(SecurityViolation.model_validate_json(data))
 
@@ -92,7 +99,7 @@ def create_service(settings: MemorySettings | None = None) -> Service:
         )
         await svc.bus.ensure_event_stream()
         sink = EventSink(store, semantic, LearningPolicy(settings.learn_min_score, settings.learn_max_scope_similarity))
-        consumer = EventConsumer(svc.bus, settings.consumer_name, sink)
+        consumer = EventConsumer(svc.bus, settings.consumer_name, sink, batch=settings.consumer_batch)
         await consumer.start()
         state.update(store=store, semantic=semantic, sink=sink, consumer=consumer, compressor=compressor)
         svc.details.update(database=settings.database_url.split(":", 1)[0], chroma="http" if settings.chroma_url else "embedded", encoder=semantic.model_version)
@@ -106,8 +113,24 @@ def create_service(settings: MemorySettings | None = None) -> Service:
         if "semantic" in state:
             await state["semantic"].aclose()
 
+    async def caught_up() -> None:
+        """Read-your-writes: wait until every event already in the stream is stored (the consumer's ack floor
+        reaches the stream's end as of now), so an answer returned before this read is in its history.
+        Bounded by the request's deadline and `read_your_writes_wait_s`; then the read serves what is stored."""
+        js = service.bus.jetstream
+        until = time.monotonic() + request_context.remaining(settings.read_your_writes_wait_s)
+        info = await js.consumer_info(subjects.EVENTS_STREAM, settings.consumer_name)
+        target = info.delivered.stream_seq + info.num_pending
+        while info.ack_floor.stream_seq < target:
+            if time.monotonic() >= until:
+                log.warning("history read served %d events behind the stream", target - info.ack_floor.stream_seq)
+                return
+            await asyncio.sleep(0.01)
+            info = await js.consumer_info(subjects.EVENTS_STREAM, settings.consumer_name)
+
     @service.handler(subjects.MEMORY_HISTORY, HistoryRequest)
     async def history(req: HistoryRequest) -> HistoryReply:
+        await caught_up()
         return HistoryReply(thread_id=req.thread_id, turns=await state["store"].history(req.thread_id, req.limit))
 
     @service.handler(subjects.MEMORY_STATS, StatsRequest)

@@ -17,7 +17,9 @@ import json
 import logging
 import math
 import os
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,6 +63,7 @@ ENV_CHROMA_PATH = "MESHWARD_CHROMA_PATH"
 DEFAULT_PATH = "var/chroma"
 
 MAX_TEXT_CHARS = 4000
+EMBEDDING_CACHE_SIZE = 4096  # vectors of recent texts (1.5 KB each)
 MAX_METADATA_CHARS = 4000
 MAX_METADATA_KEYS = 32
 MAX_ID_CHARS = 256
@@ -92,8 +95,12 @@ class MiniLMEmbeddingFunction(EmbeddingFunction[Documents]):
     The encoder is loaded on first use (process-wide, from :func:`meshward.embedding.get_encoder`).
     """
 
-    def __init__(self, encoder: MiniLMEncoder | None = None) -> None:
+    def __init__(self, encoder: MiniLMEncoder | None = None, cache_size: int = EMBEDDING_CACHE_SIZE) -> None:
         self._encoder = encoder
+        # A question is embedded twice: security's known-threats query, then its interaction once answered.
+        self._cache: OrderedDict[str, Any] = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
 
     @property
     def encoder(self) -> MiniLMEncoder:
@@ -102,8 +109,20 @@ class MiniLMEmbeddingFunction(EmbeddingFunction[Documents]):
         return self._encoder
 
     def __call__(self, input: Documents) -> Embeddings:  # noqa: A002 - the protocol's parameter name
-        vectors = self.encoder.encode([_cap(text) for text in input])
-        return list(vectors)
+        texts = [_cap(text) for text in input]
+        with self._lock:
+            known = {t: self._cache[t] for t in texts if t in self._cache}
+            for t in known:
+                self._cache.move_to_end(t)
+        missing = list(dict.fromkeys(t for t in texts if t not in known))
+        if missing:
+            fresh = dict(zip(missing, self.encoder.encode(missing), strict=True))  # one batched call
+            known.update(fresh)
+            with self._lock:
+                self._cache.update(fresh)
+                while len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
+        return [known[t] for t in texts]
 
     @staticmethod
     def name() -> str:
@@ -360,8 +379,8 @@ class SemanticMemory:
                               metadatas=list(metas[start:stop]))
 
     def _query(self, collection: Collection, query: str, k: int, where: Mapping[str, Any] | None) -> list[Hit]:
-        if not isinstance(query, str) or not query.strip():
-            return []
+        if not isinstance(query, str) or not query.strip() or collection.count() == 0:
+            return []  # nothing to compare with: no need to embed the query
         result = collection.query(query_texts=[query[:MAX_TEXT_CHARS]], n_results=k, where=dict(where) if where else None,
                                   include=["documents", "metadatas", "distances"])
         ids = (result.get("ids") or [[]])[0]

@@ -13,6 +13,9 @@ class MemorySettings(BaseSettings):
         description="SQLAlchemy async URL: sqlite+aiosqlite:///path or postgresql+asyncpg://user@host/db",
     )
     consumer_name: str = Field(default="memory", description="durable JetStream consumer name")
+    consumer_batch: int = Field(default=512, ge=1, le=4_096, description="events fetched (and group-committed) at once")
+    read_your_writes_wait_s: float = Field(default=5.0, ge=0.0, le=60.0,
+                                           description="how long a history read waits for the consumer to store what is in the stream")
     chroma_path: str | None = Field(
         default=None,
         validation_alias=AliasChoices("MESHWARD_CHROMA_PATH", "MESHWARD_MEMORY_CHROMA_PATH"),

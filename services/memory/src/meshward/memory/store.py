@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -66,86 +67,104 @@ class MemoryStore:
         """Store the interaction, its decisions and its thread; False if the event was stored already."""
         async with self._writer.begin() as conn:
             await self._lock_request(conn, event.request_id)
-            interaction_id = await conn.scalar(
-                self._insert(interactions)
-                .values(
-                    event_id=event.event_id,
-                    timestamp=datetime.now(UTC),
-                    occurred_at=event.occurred_at,
-                    request_id=event.request_id,
-                    thread_id=event.thread_id,
-                    trace_id=event.trace_id,
-                    query=event.question,
-                    answer=event.answer,
-                    status=event.status,
-                    success=event.status == "answered",
-                    agents=list(dict.fromkeys(event.route)),
-                    route=event.route,
-                    tools_used=event.tools_used,
-                    time_ms=round(event.duration_ms),
-                    security_blocked=event.security_blocked,
-                    intent_rejected=event.intent_rejected,
-                    threat_category=event.threat_category,
-                    intent=event.intent,
-                )
-                .on_conflict_do_nothing(index_elements=[interactions.c.event_id])
-                .returning(interactions.c.id)
+            return await self._write_interaction(conn, event)
+
+    async def record_events(self, events: Sequence[InteractionCompleted | RoutingDecision]) -> None:
+        """Store interactions and routing decisions in one transaction (the consumer's group commit), in order."""
+        async with self._writer.begin() as conn:
+            # sorted: two writers locking overlapping requests never wait on each other in a cycle
+            for request_id in sorted({e.request_id for e in events if e.request_id is not None}):
+                await self._lock_request(conn, request_id)
+            for e in events:
+                if isinstance(e, InteractionCompleted):
+                    await self._write_interaction(conn, e)
+                else:
+                    await self._write_decision(conn, e)
+
+    async def _write_interaction(self, conn: AsyncConnection, event: InteractionCompleted) -> bool:
+        interaction_id = await conn.scalar(
+            self._insert(interactions)
+            .values(
+                event_id=event.event_id,
+                timestamp=datetime.now(UTC),
+                occurred_at=event.occurred_at,
+                request_id=event.request_id,
+                thread_id=event.thread_id,
+                trace_id=event.trace_id,
+                query=event.question,
+                answer=event.answer,
+                status=event.status,
+                success=event.status == "answered",
+                agents=list(dict.fromkeys(event.route)),
+                route=event.route,
+                tools_used=event.tools_used,
+                time_ms=round(event.duration_ms),
+                security_blocked=event.security_blocked,
+                intent_rejected=event.intent_rejected,
+                threat_category=event.threat_category,
+                intent=event.intent,
             )
-            if interaction_id is None:
-                return False
-            if event.decisions:
-                await conn.execute(
-                    insert(agent_decisions),
-                    [
-                        {
-                            "interaction_id": interaction_id,
-                            "event_id": None,
-                            "request_id": event.request_id,
-                            "thread_id": event.thread_id,
-                            "agent_name": d.agent,
-                            "decision": d.decision,
-                            "reasoning": d.reasoning,
-                            "step": step,
-                            "timestamp": event.occurred_at,
-                        }
-                        for step, d in enumerate(event.decisions)
-                    ],
-                )
-            if event.request_id is not None:  # routing decisions that arrived first
-                await conn.execute(
-                    update(agent_decisions)
-                    .where(agent_decisions.c.request_id == event.request_id, agent_decisions.c.interaction_id.is_(None))
-                    .values(interaction_id=interaction_id)
-                )
-            if event.thread_id is not None:
-                await conn.execute(self._touch_thread(event.thread_id, event.occurred_at))
+            .on_conflict_do_nothing(index_elements=[interactions.c.event_id])
+            .returning(interactions.c.id)
+        )
+        if interaction_id is None:
+            return False
+        if event.decisions:
+            await conn.execute(
+                insert(agent_decisions),
+                [
+                    {
+                        "interaction_id": interaction_id,
+                        "event_id": None,
+                        "request_id": event.request_id,
+                        "thread_id": event.thread_id,
+                        "agent_name": d.agent,
+                        "decision": d.decision,
+                        "reasoning": d.reasoning,
+                        "step": step,
+                        "timestamp": event.occurred_at,
+                    }
+                    for step, d in enumerate(event.decisions)
+                ],
+            )
+        if event.request_id is not None:  # routing decisions that arrived first
+            await conn.execute(
+                update(agent_decisions)
+                .where(agent_decisions.c.request_id == event.request_id, agent_decisions.c.interaction_id.is_(None))
+                .values(interaction_id=interaction_id)
+            )
+        if event.thread_id is not None:
+            await conn.execute(self._touch_thread(event.thread_id, event.occurred_at))
         return True
 
     async def record_decision(self, event: RoutingDecision) -> bool:
         """Store a routing decision, linked to its interaction if that is stored; False if stored already."""
+        async with self._writer.begin() as conn:
+            await self._lock_request(conn, event.request_id)
+            return await self._write_decision(conn, event)
+
+    async def _write_decision(self, conn: AsyncConnection, event: RoutingDecision) -> bool:
         interaction_id = None
         if event.request_id is not None:
             interaction_id = (
                 select(func.min(interactions.c.id)).where(interactions.c.request_id == event.request_id).scalar_subquery()
             )
-        async with self._writer.begin() as conn:
-            await self._lock_request(conn, event.request_id)
-            stored = await conn.scalar(
-                self._insert(agent_decisions)
-                .values(
-                    interaction_id=interaction_id,
-                    event_id=event.event_id,
-                    request_id=event.request_id,
-                    thread_id=event.thread_id,
-                    agent_name=event.agent,
-                    decision=event.decision,
-                    reasoning=event.reasoning,
-                    step=event.step,
-                    timestamp=event.occurred_at,
-                )
-                .on_conflict_do_nothing(index_elements=[agent_decisions.c.event_id])
-                .returning(agent_decisions.c.id)
+        stored = await conn.scalar(
+            self._insert(agent_decisions)
+            .values(
+                interaction_id=interaction_id,
+                event_id=event.event_id,
+                request_id=event.request_id,
+                thread_id=event.thread_id,
+                agent_name=event.agent,
+                decision=event.decision,
+                reasoning=event.reasoning,
+                step=event.step,
+                timestamp=event.occurred_at,
             )
+            .on_conflict_do_nothing(index_elements=[agent_decisions.c.event_id])
+            .returning(agent_decisions.c.id)
+        )
         return stored is not None
 
     async def history(self, thread_id: str, limit: int = 20) -> list[Turn]:

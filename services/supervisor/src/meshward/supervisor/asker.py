@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 
@@ -12,6 +13,8 @@ from meshward.contracts import AgentDecision, InteractionCompleted, subjects
 from .models import AskResponse
 from .ports import AgentPorts
 from .state import fresh_run
+
+log = logging.getLogger(__name__)
 
 
 def images_of(results: list[dict]) -> list[dict[str, str]]:
@@ -63,7 +66,10 @@ class Asker:
             steps=state.get("steps", []),
             images=images_of(state.get("tool_results") or []),
         )
-        self.ports.emit(
+        # Stored in the stream (publish ack) before the answer goes out: a crash right after answering loses
+        # nothing, and a history read after the answer finds the event (memory waits for its consumer to reach
+        # the stream's end). The question's routing events were published earlier on the same connection.
+        interaction = (
             subjects.EVENT_INTERACTION,
             InteractionCompleted(
                 question=question,
@@ -82,4 +88,18 @@ class Asker:
                 trace_id=response.trace_id,
             ),
         )
+        await self._store(interaction, request_id)
         return response
+
+    async def _store(self, interaction: tuple, request_id: str, attempts: int = 3) -> None:
+        """Publish with a few retries (a nats-server restart drops what was in flight; the event id de-duplicates
+        a repeat); after that the answer is not withheld because the event store is down."""
+        for attempt in range(1, attempts + 1):
+            try:
+                await self.ports.publish(*interaction)
+                return
+            except Exception as e:  # noqa: BLE001 - retried, then logged
+                if attempt == attempts:
+                    log.warning("interaction event of %s not stored: %s", request_id, e)
+                    return
+                await asyncio.sleep(0.2 * attempt)

@@ -32,6 +32,7 @@ class AgentPorts(Protocol):
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult: ...
     async def check_output(self, answer: str, question: str) -> OutputVerdict: ...
     def emit(self, subject: str, event: Event) -> None: ...
+    async def publish(self, subject: str, event: Event) -> None: ...
 
 
 class NatsPorts:
@@ -55,3 +56,6 @@ class NatsPorts:
 
     def emit(self, subject: str, event: Event) -> None:
         self.bus.emit(subject, event)
+
+    async def publish(self, subject: str, event: Event) -> None:
+        await self.bus.publish_event(subject, event)

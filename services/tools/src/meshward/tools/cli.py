@@ -11,7 +11,9 @@ Security model (see `command_policy` for the allowlist and deny list):
 * **Bounds**: output over ``max_output_bytes`` (stdout + stderr together) stops the reading and kills the
   process group (``truncated: true``); past ``timeout_s`` the whole group is killed and the call fails with
   ``deadline_exceeded`` (with a note of the partial output). Cancellation (e.g. the registry's own deadline)
-  kills the group too. At most ``max_concurrent`` commands run at once (``overloaded`` beyond).
+  kills the group too. At most ``max_concurrent`` commands run at once; more wait for a slot within the call's
+  deadline (at most ``max_queued`` waiting, ``overloaded`` beyond), and concurrent calls of the same argument
+  vector (every allowed command is read-only) share one run and its result instead of each starting one.
 
 Human approval (how a command that is *not* allowlisted can run):
 
@@ -34,7 +36,7 @@ import signal
 import stat
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -73,6 +75,7 @@ class CliSettings(BaseSettings):
     workdir: Path = Field(default_factory=_default_workdir)
     path_roots: tuple[str, ...] = DEFAULT_PATH_ROOTS
     max_concurrent: int = Field(default=4, ge=1, le=64)
+    max_queued: int = Field(default=256, ge=0, le=10_000)
 
     def policy(self) -> CommandPolicy:
         return CommandPolicy(approval_mode=self.approval_mode, path_roots=self.path_roots)
@@ -367,11 +370,64 @@ async def discover(policy: CommandPolicy, settings: CliSettings) -> list[dict]:
     return list(await asyncio.gather(*(one(rule) for rule in policy.allowlist.values())))
 
 
+class SharedRuns:
+    """Bounded concurrency for commands, with identical concurrent commands sharing one run.
+
+    A call whose argument vector is already running joins that run (its result is no older than the call);
+    otherwise it waits for one of ``max_concurrent`` slots, and ``overloaded`` only when ``max_queued`` calls
+    already wait. A caller that gives up (deadline, cancellation) leaves the shared run to the others; the run
+    is cancelled (killing its process group) only when nobody waits for it any more.
+    """
+
+    def __init__(self, max_concurrent: int, max_queued: int) -> None:
+        self._slots = asyncio.Semaphore(max_concurrent)
+        self._max_concurrent = max_concurrent
+        self._max_queued = max_queued
+        self._queued = 0
+        self._running: dict[tuple[str, ...], tuple[asyncio.Task[ExecResult], list[int]]] = {}
+
+    async def run(self, argv: Sequence[str], start: Callable[[], Awaitable[ExecResult]]) -> ExecResult:
+        key = tuple(argv)
+        entry = self._running.get(key)
+        if entry is None:
+            if self._slots.locked() and self._queued >= self._max_queued:
+                raise ToolError(ErrorCode.OVERLOADED,
+                                f"{self._max_concurrent} commands running and {self._queued} waiting; try again shortly")
+            task = asyncio.get_running_loop().create_task(self._slotted(start))
+            entry = (task, [0])
+            self._running[key] = entry
+            task.add_done_callback(lambda _t: self._running.pop(key, None) if self._running.get(key) is entry else None)
+        task, waiters = entry
+        waiters[0] += 1
+        try:
+            return await asyncio.shield(task)
+        finally:
+            waiters[0] -= 1
+            if waiters[0] == 0 and not task.done():
+                task.cancel()
+
+    def waiting(self, argv: Sequence[str]) -> int:
+        """How many callers wait for the run of ``argv`` now (0 when none runs)."""
+        entry = self._running.get(tuple(argv))
+        return entry[1][0] if entry else 0
+
+    async def _slotted(self, start: Callable[[], Awaitable[ExecResult]]) -> ExecResult:
+        self._queued += 1
+        try:
+            await self._slots.acquire()
+        finally:
+            self._queued -= 1
+        try:
+            return await start()
+        finally:
+            self._slots.release()
+
+
 def cli_tools(settings: CliSettings | None = None, *, policy: CommandPolicy | None = None) -> list[Tool]:
     """The local CLI tools: `cli_execute` and `discover_cli_tools` (``policy`` overrides the settings' one)."""
     settings = settings or CliSettings()
     policy = policy or settings.policy()
-    slots = asyncio.Semaphore(settings.max_concurrent)
+    runs = SharedRuns(settings.max_concurrent, settings.max_queued)
 
     async def cli_execute(args: CliExecuteArgs) -> list[Content]:
         try:
@@ -381,10 +437,8 @@ def cli_tools(settings: CliSettings | None = None, *, policy: CommandPolicy | No
         decision = policy.decide(argv, raw=args.command)
         if decision.action != "allow":
             raise _refusal(decision)
-        if slots.locked():
-            raise ToolError(ErrorCode.OVERLOADED, f"{settings.max_concurrent} commands already running; try again shortly")
-        async with slots:
-            result = await _execute(decision.path or _resolve_or_fail(policy, argv[0]), argv, settings)
+        path = decision.path or _resolve_or_fail(policy, argv[0])
+        result = await runs.run(argv, lambda: _execute(path, argv, settings))
         return result_content(result, settings.max_output_bytes)
 
     async def discover_cli_tools(args: DiscoverArgs) -> list[Content]:

@@ -1,0 +1,38 @@
+"""A regression guard on the work per question, counted from its trace (never from the clock):
+NATS round trips and LangGraph node steps of a fast-tier question."""
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+# security -> intent -> plan -> tools -> answer -> output_check
+GRAPH_STEPS = 6
+# security.check, intent.classify, tools.call, security.check_output; tools.list only when its cache is cold
+SUPERVISOR_ROUND_TRIPS = (4, 5)
+# the known-threats lookup security makes to memory
+SERVICE_ROUND_TRIPS = 1
+
+
+async def test_a_calculation_costs_six_graph_steps_and_at_most_five_round_trips(http, otlp):
+    for attempt in range(2):  # the second question finds the tool catalog cached
+        body = (await http.post("/v1/ask", json={"question": f"Calculate 15 * 23 + {attempt}"})).json()
+        assert body["status"] == "answered"
+        trace_id = body["trace_id"]
+        expected_services = {"meshward-supervisor", "meshward-security", "meshward-intent", "meshward-tools"}
+        for _ in range(150):  # five processes export at their own pace
+            spans = otlp.trace(trace_id)
+            if expected_services <= {s.service for s in spans} and any(s.name == "POST /v1/ask" for s in spans):
+                break
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(0.5)
+        spans = otlp.trace(trace_id)
+        sends = Counter(s.service for s in spans if s.name.startswith("send "))
+        nodes = [s.name for s in spans if s.name.startswith("node ")]
+        assert len(nodes) == GRAPH_STEPS, nodes
+        assert SUPERVISOR_ROUND_TRIPS[0] <= sends["meshward-supervisor"] <= SUPERVISOR_ROUND_TRIPS[1], sends
+        assert sends["meshward-security"] <= SERVICE_ROUND_TRIPS, sends
+    assert sends["meshward-supervisor"] == SUPERVISOR_ROUND_TRIPS[0]  # the catalog came from the cache
