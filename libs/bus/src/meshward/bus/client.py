@@ -39,9 +39,22 @@ def _time_out(reply: asyncio.Future) -> None:
         reply.set_exception(TimeoutError())
 
 
+class NatsAuthError(Exception):
+    """The server refused this client's credentials: retrying will not help, the configuration must change."""
+
+
+def _is_auth_error(e: BaseException) -> bool:
+    text = str(e).lower()
+    return "authorization violation" in text or "authentication" in text or "user authentication expired" in text
+
+
 async def connect(settings: BusSettings, name: str) -> NATS:
-    """Connect with unlimited reconnects; lame-duck mode and disconnects are logged, not fatal."""
+    """One connection attempt; afterwards unlimited reconnects, lame-duck mode and disconnects logged, not fatal.
+
+    Raises NatsAuthError when the server refuses the credentials, OSError/nats errors when it cannot be reached.
+    """
     nc = NATS()
+    password = settings.password()  # read before connecting: a missing file is a configuration error
 
     def shutting_down() -> bool:
         return nc.is_closed or nc.is_draining
@@ -60,18 +73,60 @@ async def connect(settings: BusSettings, name: str) -> NATS:
     async def lame_duck_cb() -> None:
         log.warning("nats server entering lame-duck mode; the client will move to another server")
 
-    await nc.connect(
-        servers=settings.servers(),
-        name=name,
-        max_reconnect_attempts=-1,
-        reconnect_time_wait=0.5,
-        connect_timeout=5,
-        error_cb=error_cb,
-        disconnected_cb=disconnected_cb,
-        reconnected_cb=reconnected_cb,
-        lame_duck_mode_cb=lame_duck_cb,
-    )
+    auth = {}
+    if settings.nats_user:
+        auth = {"user": settings.nats_user, "password": password.get_secret_value() if password else None}
+    try:
+        await nc.connect(
+            servers=settings.servers(),
+            name=name,
+            # an unreachable server is the caller's to retry (connect_with_retry), with backoff and a log line each time
+            allow_reconnect=True,
+            max_reconnect_attempts=-1,
+            reconnect_time_wait=0.5,
+            connect_timeout=5,
+            inbox_prefix=settings.inbox_prefix(),
+            error_cb=error_cb,
+            disconnected_cb=disconnected_cb,
+            reconnected_cb=reconnected_cb,
+            lame_duck_mode_cb=lame_duck_cb,
+            **auth,
+        )
+    except Exception as e:
+        if not nc.is_closed:
+            await nc.close()
+        if _is_auth_error(e):
+            who = f"user {settings.nats_user!r}" if settings.nats_user else "a client without credentials"
+            raise NatsAuthError(
+                f"the NATS server refused {who}: set MESHWARD_NATS_USER and MESHWARD_NATS_PASSWORD_FILE to this "
+                "service's credentials (`meshward up` writes them under <data dir>/credentials)") from None
+        raise
     return nc
+
+
+async def connect_with_retry(settings: BusSettings, name: str) -> NATS:
+    """connect(), retried with capped exponential backoff and jitter while the server cannot be reached.
+
+    Each failed attempt is logged with what to check; refused credentials are not retried.
+    settings.nats_connect_attempts = 0 keeps trying until the process is stopped.
+    """
+    from tenacity import AsyncRetrying, retry_if_not_exception_type, stop_after_attempt, stop_never, wait_random_exponential
+
+    def log_attempt(state) -> None:
+        log.warning(
+            "not ready: cannot reach NATS at %s (attempt %d: %s); retrying in %.1fs. Check that nats-server runs "
+            "and MESHWARD_NATS_URL points at it", settings.nats_url, state.attempt_number,
+            type(state.outcome.exception()).__name__, state.next_action.sleep)
+
+    attempts = settings.nats_connect_attempts
+    retrying = AsyncRetrying(
+        retry=retry_if_not_exception_type((NatsAuthError, ValueError)),
+        wait=wait_random_exponential(multiplier=0.2, max=settings.nats_connect_backoff_max_s),
+        stop=stop_after_attempt(attempts) if attempts else stop_never,
+        before_sleep=log_attempt,
+        reraise=True,
+    )
+    return await retrying(connect, settings, name)
 
 
 def decode_reply(data: bytes, headers: dict[str, str] | None, reply_type: type[R]) -> R:
@@ -97,9 +152,9 @@ class Bus:
         self._deadlines = Deadlines(_time_out)
 
     @classmethod
-    async def connect(cls, settings: BusSettings | None = None, name: str = "meshward") -> Bus:
+    async def connect(cls, settings: BusSettings | None = None, name: str = "meshward", retry: bool = False) -> Bus:
         settings = settings or BusSettings()
-        return cls(await connect(settings, name), settings)
+        return cls(await (connect_with_retry if retry else connect)(settings, name), settings)
 
     async def request(
         self,
