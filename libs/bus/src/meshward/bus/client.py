@@ -13,7 +13,9 @@ from meshward.contracts.subjects import EVENTS_ALL, EVENTS_STREAM, HDR_ERROR, HD
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import RetentionPolicy, StorageType, StreamConfig
+from nats.js.errors import BadRequestError
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from pydantic import ValidationError
 
@@ -110,7 +112,13 @@ async def connect_with_retry(settings: BusSettings, name: str) -> NATS:
     Each failed attempt is logged with what to check; refused credentials are not retried.
     settings.nats_connect_attempts = 0 keeps trying until the process is stopped.
     """
-    from tenacity import AsyncRetrying, retry_if_not_exception_type, stop_after_attempt, stop_never, wait_random_exponential
+    from tenacity import (
+        AsyncRetrying,
+        retry_if_not_exception_type,
+        stop_after_attempt,
+        stop_never,
+        wait_random_exponential,
+    )
 
     def log_attempt(state) -> None:
         log.warning(
@@ -243,8 +251,12 @@ class Bus:
         )
         try:
             await self._js.add_stream(config)
-        except Exception:  # noqa: BLE001 - already exists with another config: update it
-            await self._js.update_stream(config)
+        except BadRequestError:  # exists with another configuration: update it (memory's user may; publishers' may not)
+            try:
+                await self._js.update_stream(config)
+            except NatsTimeoutError:
+                log.warning("the events stream exists with another configuration and this user may not update it; "
+                            "the memory service updates it when it starts")
 
     async def publish_event(self, subject: str, event: Event, timeout: float = 5.0) -> None:
         """Publish with a JetStream ack; the event id is the de-duplication id."""

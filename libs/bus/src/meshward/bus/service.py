@@ -28,8 +28,8 @@ import os
 import signal
 import socket
 import time
-from contextlib import AsyncExitStack
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
