@@ -239,3 +239,53 @@ async def test_events_are_published_with_ack_deduplicated_and_consumed_durably(b
     ids = [e.event_id for e in events]
     assert got.count(ids[0]) == 1 and got.count(ids[2]) == 1
     assert got.count(ids[1]) == 2  # failed once, redelivered, then handled
+
+
+async def test_start_up_waits_for_nats_with_backoff_and_then_serves(tmp_path, bus):
+    """A service started before its server retries (logged, not ready) and serves once the server is up."""
+    from meshward.contracts import HealthReply, HealthRequest
+    from meshward.devstack.nats_server import EmbeddedNats, free_port
+
+    port = free_port()
+    svc = Service("late-" + uuid.uuid4().hex[:6], BusSettings(nats_url=f"nats://127.0.0.1:{port}", nats_connect_backoff_max_s=0.2))
+    starting = asyncio.create_task(svc.start())
+    with EmbeddedNats(tmp_path / "late", port=port) as server:
+        await asyncio.wait_for(starting, 30)
+        try:
+            late = await Bus.connect(BusSettings(nats_url=server.url))
+            try:
+                reply = await late.request(subjects.health(svc.name), HealthRequest(), HealthReply)
+                assert reply.ready
+            finally:
+                await late.close()
+        finally:
+            await svc.stop()
+
+
+async def test_start_up_gives_up_after_the_configured_attempts_and_leaks_nothing():
+    from meshward.devstack.nats_server import free_port
+
+    svc = Service("nowhere", BusSettings(nats_url=f"nats://127.0.0.1:{free_port()}", nats_connect_attempts=2, nats_connect_backoff_max_s=0.1))
+    built = []
+
+    @svc.build
+    async def build(_svc, stack):
+        built.append(1)
+
+    with pytest.raises(ConnectionError, match="cannot reach NATS"):
+        await svc.start()
+    assert not built and svc.bus is None
+
+
+async def test_a_failed_build_closes_the_connection(nats_url):
+    svc = Service("broken-" + uuid.uuid4().hex[:6], BusSettings(nats_url=nats_url))
+    closed = []
+
+    @svc.build
+    async def build(_svc, stack):
+        stack.callback(closed.append, "resource")
+        raise RuntimeError("model missing")
+
+    with pytest.raises(RuntimeError, match="model missing"):
+        await svc.start()
+    assert closed == ["resource"] and svc.bus.nc.is_closed

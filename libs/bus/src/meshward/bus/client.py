@@ -51,22 +51,30 @@ def _is_auth_error(e: BaseException) -> bool:
 
 
 async def connect(settings: BusSettings, name: str) -> NATS:
-    """One connection attempt; afterwards unlimited reconnects, lame-duck mode and disconnects logged, not fatal.
+    """One connection attempt; once connected, unlimited reconnects (lame-duck mode and disconnects logged, not fatal).
 
-    Raises NatsAuthError when the server refuses the credentials, OSError/nats errors when it cannot be reached.
+    nats-py's own start-up loop would retry forever without a word, so the attempt ends at the first
+    error it reports: NatsAuthError when the server refuses the credentials (retrying cannot help),
+    ConnectionError when the server cannot be reached (connect_with_retry retries that with backoff).
     """
     nc = NATS()
     password = settings.password()  # read before connecting: a missing file is a configuration error
+    loop = asyncio.get_running_loop()
+    first_error: asyncio.Future[Exception] = loop.create_future()
+    connected = False
 
     def shutting_down() -> bool:
         return nc.is_closed or nc.is_draining
 
     async def error_cb(e: Exception) -> None:
-        if not shutting_down():
+        if not connected:
+            if not first_error.done():
+                first_error.set_result(e)
+        elif not shutting_down():
             log.warning("nats error: %s", e)
 
     async def disconnected_cb() -> None:
-        if not shutting_down():
+        if connected and not shutting_down():
             log.warning("nats disconnected; reconnecting")
 
     async def reconnected_cb() -> None:
@@ -78,32 +86,41 @@ async def connect(settings: BusSettings, name: str) -> NATS:
     auth = {}
     if settings.nats_user:
         auth = {"user": settings.nats_user, "password": password.get_secret_value() if password else None}
+    attempt = loop.create_task(nc.connect(
+        servers=settings.servers(),
+        name=name,
+        max_reconnect_attempts=-1,
+        reconnect_time_wait=0.5,
+        connect_timeout=5,
+        inbox_prefix=settings.inbox_prefix(),
+        error_cb=error_cb,
+        disconnected_cb=disconnected_cb,
+        reconnected_cb=reconnected_cb,
+        lame_duck_mode_cb=lame_duck_cb,
+        **auth,
+    ))
     try:
-        await nc.connect(
-            servers=settings.servers(),
-            name=name,
-            # an unreachable server is the caller's to retry (connect_with_retry), with backoff and a log line each time
-            allow_reconnect=True,
-            max_reconnect_attempts=-1,
-            reconnect_time_wait=0.5,
-            connect_timeout=5,
-            inbox_prefix=settings.inbox_prefix(),
-            error_cb=error_cb,
-            disconnected_cb=disconnected_cb,
-            reconnected_cb=reconnected_cb,
-            lame_duck_mode_cb=lame_duck_cb,
-            **auth,
-        )
-    except Exception as e:
-        if not nc.is_closed:
-            await nc.close()
-        if _is_auth_error(e):
-            who = f"user {settings.nats_user!r}" if settings.nats_user else "a client without credentials"
-            raise NatsAuthError(
-                f"the NATS server refused {who}: set MESHWARD_NATS_USER and MESHWARD_NATS_PASSWORD_FILE to this "
-                "service's credentials (`meshward up` writes them under <data dir>/credentials)") from None
+        await asyncio.wait({attempt, first_error}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        attempt.cancel()
         raise
-    return nc
+    if attempt.done() and attempt.exception() is None:
+        connected = True
+        return nc
+    attempt.cancel()
+    try:
+        await attempt
+    except BaseException:  # noqa: BLE001 - the attempt is abandoned; its error is reported below
+        pass
+    if not nc.is_closed:
+        await nc.close()
+    error = first_error.result() if first_error.done() else attempt.exception()
+    if _is_auth_error(error):
+        who = f"user {settings.nats_user!r}" if settings.nats_user else "a client without credentials"
+        raise NatsAuthError(
+            f"the NATS server refused {who}: set MESHWARD_NATS_USER and MESHWARD_NATS_PASSWORD_FILE to this "
+            "service's credentials (`meshward up` writes them under <data dir>/credentials)")
+    raise ConnectionError(f"cannot reach NATS at {settings.nats_url}: {error or 'no server answered'}")
 
 
 async def connect_with_retry(settings: BusSettings, name: str) -> NATS:
@@ -124,7 +141,7 @@ async def connect_with_retry(settings: BusSettings, name: str) -> NATS:
         log.warning(
             "not ready: cannot reach NATS at %s (attempt %d: %s); retrying in %.1fs. Check that nats-server runs "
             "and MESHWARD_NATS_URL points at it", settings.nats_url, state.attempt_number,
-            type(state.outcome.exception()).__name__, state.next_action.sleep)
+            state.outcome.exception(), state.next_action.sleep)
 
     attempts = settings.nats_connect_attempts
     retrying = AsyncRetrying(
