@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import httpx
-
 from meshward.bus.permissions import Credentials, generate_credentials
 
 from .nats_server import EmbeddedNats
