@@ -73,8 +73,6 @@ class Stack:
         # oversubscribe them (measured: a MiniLM encode at 35 ms with one thread, 1.5 s with two under load).
         for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
             env.setdefault(var, "1")
-        for var in ("MESHWARD_NATS_USER", "MESHWARD_NATS_PASSWORD_FILE"):
-            env.pop(var, None)  # never inherit another user's credentials
         if self.credentials is not None:
             env.update(self.credentials.env(service))  # its own user and password file, no other
         env.update(self.extra_env)
