@@ -62,13 +62,17 @@ async def connect(settings: BusSettings, name: str) -> NATS:
     loop = asyncio.get_running_loop()
     first_error: asyncio.Future[Exception] = loop.create_future()
     connected = False
+    failures = 0
 
     def shutting_down() -> bool:
         return nc.is_closed or nc.is_draining
 
     async def error_cb(e: Exception) -> None:
+        nonlocal failures
         if not connected:
-            if not first_error.done():
+            failures += 1
+            # every server of the list tried once, or refused credentials (the same on every server)
+            if not first_error.done() and (failures >= len(settings.servers()) or _is_auth_error(e)):
                 first_error.set_result(e)
         elif not shutting_down():
             log.warning("nats error: %s", e)
