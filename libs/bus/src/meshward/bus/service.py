@@ -73,7 +73,6 @@ class _Route:
     request_type: type[Message]
     handler: Handler
     span_name: str
-    attributes: dict[str, str]
 
 
 def _validation_summary(e: ValidationError) -> str:
@@ -201,8 +200,7 @@ class Service(Generic[S]):
     # registration -------------------------------------------------------
     def handler(self, subject: str, request_type: type[Message]):
         def register(fn: Handler) -> Handler:
-            attributes = {"messaging.system": "nats", "messaging.destination.name": subject}
-            self._routes.append(_Route(subject, request_type, fn, f"process {subject}", attributes))
+            self._routes.append(_Route(subject, request_type, fn, f"process {subject}"))
             return fn
 
         return register
@@ -242,7 +240,7 @@ class Service(Generic[S]):
     async def _dispatch(self, nc: NATS, route: _Route, msg: Msg) -> None:
         headers = msg.headers
         deadline, request_id = context.from_headers(headers)
-        span = _tracer.start_span(route.span_name, context=extract_context(headers), kind=SpanKind.SERVER, attributes=route.attributes)
+        span = _tracer.start_span(route.span_name, context=extract_context(headers), kind=SpanKind.SERVER)  # no attributes: see Bus.request
         token = otel_context.attach(set_span_in_context(span))
         d_token = context.set_deadline(deadline)
         r_token = context.set_request_id(request_id)

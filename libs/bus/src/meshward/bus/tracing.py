@@ -129,6 +129,8 @@ def end_soon(span: trace.Span) -> None:
     By then the reply just published is written to the socket, and so is a caller's next
     request, published after this returns (hence two hops, not one).
     """
+    if not span.is_recording():  # sampled out: end() would do nothing
+        return
     loop = asyncio.get_running_loop()
     loop.call_soon(loop.call_soon, span.end, time.time_ns())
 
