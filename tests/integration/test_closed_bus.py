@@ -224,3 +224,27 @@ async def test_each_user_does_what_its_row_allows_and_nothing_else(closed):
             await svc.stop()
         for bus in callers.values():
             await bus.close()
+
+
+def test_meshward_credentials_writes_what_another_deployment_needs(tmp_path, capsys):
+    from meshward.devstack.cli import main
+
+    assert main(["credentials", str(tmp_path / "creds")]) == 0
+    out = capsys.readouterr().out
+    conf = (tmp_path / "creds" / "nats-auth.conf")
+    assert conf.stat().st_mode & 0o777 == 0o600 and conf.read_text().startswith("authorization {")
+    for user in PERMISSIONS:
+        password = (tmp_path / "creds" / f"{user}.password").read_text().strip()
+        assert password not in out and password not in conf.read_text()
+        assert f"MESHWARD_NATS_USER={user}" in out
+    # the block is what nats-server accepts: the server starts with it included and refuses an anonymous client
+    server = EmbeddedNats(tmp_path / "nats", authorization=conf.read_text())
+    server.start()
+    try:
+        async def anonymous():
+            with pytest.raises(NatsAuthError):
+                await Bus.connect(BusSettings(nats_url=server.url))
+
+        asyncio.run(anonymous())
+    finally:
+        server.stop()

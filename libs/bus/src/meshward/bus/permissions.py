@@ -147,7 +147,7 @@ def hash_password(password: str, rounds: int = 10) -> str:
     return bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=rounds, prefix=b"2a")).decode()
 
 
-def _write_private(path: Path, text: str) -> None:
+def write_private(path: Path, text: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text)
@@ -176,6 +176,6 @@ def generate_credentials(directory: Path) -> Credentials:
     hashes = {}
     for user in PERMISSIONS:
         password = secrets.token_urlsafe(32)
-        _write_private(directory / f"{user}.password", password + "\n")
+        write_private(directory / f"{user}.password", password + "\n")
         hashes[user] = hash_password(password)
     return Credentials(directory, server_authorization(hashes))
