@@ -118,7 +118,7 @@ async def connect(settings: BusSettings, name: str) -> NATS:
         raise NatsAuthError(
             f"the NATS server refused {who}: set MESHWARD_NATS_USER and MESHWARD_NATS_PASSWORD_FILE to this "
             "service's credentials (`meshward up` writes them under <data dir>/credentials)")
-    raise ConnectionError(f"cannot reach NATS at {settings.nats_url}: {error or 'no server answered'}")
+    raise ConnectionError(f"cannot reach NATS at {settings.redacted_url()}: {error or 'no server answered'}")
 
 
 async def connect_with_retry(settings: BusSettings, name: str) -> NATS:
@@ -138,7 +138,7 @@ async def connect_with_retry(settings: BusSettings, name: str) -> NATS:
     def log_attempt(state) -> None:
         log.warning(
             "not ready: cannot reach NATS at %s (attempt %d: %s); retrying in %.1fs. Check that nats-server runs "
-            "and MESHWARD_NATS_URL points at it", settings.nats_url, state.attempt_number,
+            "and MESHWARD_NATS_URL points at it", settings.redacted_url(), state.attempt_number,
             state.outcome.exception(), state.next_action.sleep)
 
     attempts = settings.nats_connect_attempts

@@ -1,6 +1,7 @@
 """Transport settings shared by every service (MESHWARD_* environment variables)."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from pydantic import Field, SecretStr
@@ -24,6 +25,10 @@ class BusSettings(BaseSettings):
 
     def servers(self) -> list[str]:
         return [u.strip() for u in self.nats_url.split(",") if u.strip()]
+
+    def redacted_url(self) -> str:
+        """The server URLs for log lines: any user:password@ part replaced."""
+        return ",".join(re.sub(r"//[^/@]*@", "//***@", u) for u in self.servers())
 
     def password(self) -> SecretStr | None:
         """The password read from `nats_password_file` (first line); a clear error when it cannot be read."""

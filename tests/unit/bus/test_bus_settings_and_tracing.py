@@ -1,4 +1,4 @@
-"""The services' tracer provider honours the standard sampler variables."""
+"""Bus settings and tracing: the sampler honours OTEL_TRACES_SAMPLER; log lines never show URL credentials."""
 from __future__ import annotations
 
 from meshward.bus.tracing import build_provider
@@ -19,3 +19,10 @@ def test_every_span_is_recorded_by_default(monkeypatch):
     monkeypatch.delenv("OTEL_TRACES_SAMPLER", raising=False)
     tracer = build_provider("x").get_tracer("t")
     assert all(tracer.start_span("s").is_recording() for _ in range(100))
+
+
+def test_log_lines_never_show_credentials_from_the_url():
+    from meshward.bus import BusSettings
+
+    s = BusSettings(nats_url="nats://svc:s3cret@10.0.0.1:4222, nats://10.0.0.2:4222")
+    assert s.redacted_url() == "nats://***@10.0.0.1:4222,nats://10.0.0.2:4222"
