@@ -5,7 +5,9 @@ the same payload; the client side runs here. The raw side does by hand the
 (de)serialization the runtime does for its callers and handlers, so the gap is the
 runtime's own cost: spans, trace and deadline headers, typed errors, bounded concurrency.
 Prints p50/p99 latency (sequential requests) and throughput (64 requests in flight),
-and the runtime/raw ratios.
+the CPU time each side spends per request during the throughput phase (client process and
+server process; steadier than wall-clock figures on a shared machine), and the runtime/raw ratios.
+The tracer provider samples as OTEL_TRACES_SAMPLER says (default: every span recorded).
 
     .venv/bin/python bench/hop.py [--seconds 5]
 """
@@ -59,7 +61,13 @@ async def serve(kind: str, url: str) -> None:
     await asyncio.Event().wait()
 
 
-async def measure(call, seconds: float, inflight: int = 64) -> dict:
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process `pid` (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def measure(call, seconds: float, server_pid: int, inflight: int = 64) -> dict:
     for _ in range(300):
         await call()
     lat = []
@@ -77,9 +85,11 @@ async def measure(call, seconds: float, inflight: int = 64) -> dict:
             await call()
             done += 1
 
-    start = time.perf_counter()
+    start, cpu, server_cpu = time.perf_counter(), time.process_time(), _cpu_s(server_pid)
     await asyncio.gather(*(worker() for _ in range(inflight)))
-    return {**summary_ms(lat), "rps": done / (time.perf_counter() - start), "n": len(lat)}
+    client_us = (time.process_time() - cpu) / done * 1e6
+    server_us = (_cpu_s(server_pid) - server_cpu) / done * 1e6
+    return {**summary_ms(lat), "rps": done / (time.perf_counter() - start), "n": len(lat), "client_us": client_us, "server_us": server_us}
 
 
 def start_server(kind: str, url: str) -> subprocess.Popen:
@@ -108,11 +118,14 @@ async def run(url: str, seconds: float) -> None:
 
         results = {}
         for _round in range(2):  # interleave to even out machine noise; keep the better round of each
-            for name, call in (("raw nats-py", raw_call), ("meshward bus", bus_call)):
-                r = await measure(call, seconds)
+            for name, call, server in (("raw nats-py", raw_call, raw_server), ("meshward bus", bus_call, bus_server)):
+                r = await measure(call, seconds, server.pid)
                 best = results.get(name)
                 if best is None or r["p50"] < best["p50"]:
                     results[name] = {**r, "rps": max(r["rps"], best["rps"] if best else 0)}
+                if best is not None:
+                    for k in ("client_us", "server_us"):
+                        results[name][k] = min(r[k], best[k])
         await bus.close()
         await nc.close()
     finally:
@@ -120,11 +133,13 @@ async def run(url: str, seconds: float) -> None:
         bus_server.terminate()
     print(f"machine: {machine()}")
     print(f"payload: {len(REQUEST.model_dump_json())} B request, {len(REPLY.model_dump_json())} B reply; {seconds:.0f}s per phase")
-    print(f"{'':14} {'p50 ms':>8} {'p99 ms':>8} {'req/s (64 in flight)':>22}")
+    print(f"sampler: {os.environ.get('OTEL_TRACES_SAMPLER', 'parentbased_always_on')} {os.environ.get('OTEL_TRACES_SAMPLER_ARG', '')}")
+    print(f"{'':14} {'p50 ms':>8} {'p99 ms':>8} {'req/s (64 in flight)':>22} {'client CPU us/req':>18} {'server CPU us/req':>18}")
     for name, r in results.items():
-        print(f"{name:14} {r['p50']:8.3f} {r['p99']:8.3f} {r['rps']:22.0f}")
+        print(f"{name:14} {r['p50']:8.3f} {r['p99']:8.3f} {r['rps']:22.0f} {r['client_us']:18.1f} {r['server_us']:18.1f}")
     raw, bus_r = results["raw nats-py"], results["meshward bus"]
-    print(f"ratio bus/raw: p50 {bus_r['p50'] / raw['p50']:.2f}x, throughput {bus_r['rps'] / raw['rps']:.2f}x")
+    print(f"ratio bus/raw: p50 {bus_r['p50'] / raw['p50']:.2f}x, throughput {bus_r['rps'] / raw['rps']:.2f}x, "
+          f"CPU per request {(bus_r['client_us'] + bus_r['server_us']) / (raw['client_us'] + raw['server_us']):.2f}x")
 
 
 def main() -> None:

@@ -239,3 +239,112 @@ async def test_events_are_published_with_ack_deduplicated_and_consumed_durably(b
     ids = [e.event_id for e in events]
     assert got.count(ids[0]) == 1 and got.count(ids[2]) == 1
     assert got.count(ids[1]) == 2  # failed once, redelivered, then handled
+
+
+async def test_start_up_waits_for_nats_with_backoff_and_then_serves(tmp_path, bus):
+    """A service started before its server retries (logged, not ready) and serves once the server is up."""
+    from meshward.contracts import HealthReply, HealthRequest
+    from meshward.devstack.nats_server import EmbeddedNats, free_port
+
+    port = free_port()
+    svc = Service("late-" + uuid.uuid4().hex[:6], BusSettings(nats_url=f"nats://127.0.0.1:{port}", nats_connect_backoff_max_s=0.2))
+    starting = asyncio.create_task(svc.start())
+    with EmbeddedNats(tmp_path / "late", port=port) as server:
+        await asyncio.wait_for(starting, 30)
+        try:
+            late = await Bus.connect(BusSettings(nats_url=server.url))
+            try:
+                reply = await late.request(subjects.health(svc.name), HealthRequest(), HealthReply)
+                assert reply.ready
+            finally:
+                await late.close()
+        finally:
+            await svc.stop()
+
+
+async def test_start_up_gives_up_after_the_configured_attempts_and_leaks_nothing():
+    from meshward.devstack.nats_server import free_port
+
+    svc = Service("nowhere", BusSettings(nats_url=f"nats://127.0.0.1:{free_port()}", nats_connect_attempts=2, nats_connect_backoff_max_s=0.1))
+    built = []
+
+    @svc.build
+    async def build(_svc, stack):
+        built.append(1)
+
+    with pytest.raises(ConnectionError, match="cannot reach NATS"):
+        await svc.start()
+    assert not built and svc.bus is None
+
+
+async def test_a_failed_build_closes_the_connection(nats_url):
+    svc = Service("broken-" + uuid.uuid4().hex[:6], BusSettings(nats_url=nats_url))
+    closed = []
+
+    @svc.build
+    async def build(_svc, stack):
+        stack.callback(closed.append, "resource")
+        raise RuntimeError("model missing")
+
+    with pytest.raises(RuntimeError, match="model missing"):
+        await svc.start()
+    assert closed == ["resource"] and svc.bus.nc.is_closed
+
+
+async def test_stop_also_answers_requests_still_queued_behind_the_bound(nats_url, bus, subject):
+    svc = make_service(nats_url, subject, max_concurrency=1)
+    await svc.start()
+    pending = [asyncio.create_task(bus.request(subject, Echo(text=str(i), sleep_s=0.1), EchoReply)) for i in range(4)]
+    while svc.active == 0:  # the first is running, the others wait behind the bound of 1
+        await asyncio.sleep(0.01)
+    await svc.stop()
+    replies = await asyncio.gather(*pending)
+    assert sorted(r.text for r in replies) == ["0", "1", "2", "3"] and svc.peak == 1
+
+
+SIGTERM_CHILD = """
+import asyncio, sys
+from meshward.bus import BusSettings, Service, run_service
+from meshward.contracts import Message
+
+class Slow(Message):
+    text: str
+
+svc = Service("sigterm", BusSettings(nats_url=sys.argv[1], drain_timeout_s=10))
+
+@svc.handler(sys.argv[2], Slow)
+async def slow(req: Slow) -> Slow:
+    print("handling", flush=True)
+    await asyncio.sleep(0.5)
+    return Slow(text="done " + req.text)
+
+run_service(svc)
+"""
+
+
+async def test_sigterm_drains_in_flight_work_and_exits_cleanly(nats_url, bus, subject):
+    import signal
+    import sys
+
+    from meshward.contracts import HealthReply, HealthRequest
+
+    class Slow(Message):
+        text: str
+
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", SIGTERM_CHILD, nats_url, subject, stdout=asyncio.subprocess.PIPE)
+    try:
+        for _ in range(200):  # until it serves
+            try:
+                if (await bus.request(subjects.health("sigterm"), HealthRequest(), HealthReply, timeout=0.5)).ready:
+                    break
+            except Exception:  # noqa: BLE001 - not up yet
+                await asyncio.sleep(0.05)
+        reply = asyncio.create_task(bus.request(subject, Slow(text="x"), Slow, timeout=10))
+        assert (await proc.stdout.readline()).strip() == b"handling"
+        proc.send_signal(signal.SIGTERM)
+        assert (await reply).text == "done x"
+        assert await asyncio.wait_for(proc.wait(), 15) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()

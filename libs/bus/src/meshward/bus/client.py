@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import itertools
 import logging
 import time
@@ -13,7 +12,9 @@ from meshward.contracts.subjects import EVENTS_ALL, EVENTS_STREAM, HDR_ERROR, HD
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import RetentionPolicy, StorageType, StreamConfig
+from nats.js.errors import BadRequestError
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from pydantic import ValidationError
 
@@ -29,29 +30,49 @@ _tracer = tracer("meshward.bus")
 _STATUS, _NO_RESPONDERS = "Status", "503"  # the server's answer to a request nobody subscribes to
 
 
-@functools.lru_cache(maxsize=1024)
-def _attributes(subject: str) -> dict[str, str]:
-    return {"messaging.system": "nats", "messaging.destination.name": subject}
-
-
 def _time_out(reply: asyncio.Future) -> None:
     if not reply.done():
         reply.set_exception(TimeoutError())
 
 
+class NatsAuthError(Exception):
+    """The server refused this client's credentials: retrying will not help, the configuration must change."""
+
+
+def _is_auth_error(e: BaseException) -> bool:
+    text = str(e).lower()
+    return "authorization violation" in text or "authentication" in text or "user authentication expired" in text
+
+
 async def connect(settings: BusSettings, name: str) -> NATS:
-    """Connect with unlimited reconnects; lame-duck mode and disconnects are logged, not fatal."""
+    """One connection attempt; once connected, unlimited reconnects (lame-duck mode and disconnects logged, not fatal).
+
+    nats-py's own start-up loop would retry forever without a word, so the attempt ends at the first
+    error it reports: NatsAuthError when the server refuses the credentials (retrying cannot help),
+    ConnectionError when the server cannot be reached (connect_with_retry retries that with backoff).
+    """
     nc = NATS()
+    password = settings.password()  # read before connecting: a missing file is a configuration error
+    loop = asyncio.get_running_loop()
+    first_error: asyncio.Future[Exception] = loop.create_future()
+    connected = False
+    failures = 0
 
     def shutting_down() -> bool:
         return nc.is_closed or nc.is_draining
 
     async def error_cb(e: Exception) -> None:
-        if not shutting_down():
+        nonlocal failures
+        if not connected:
+            failures += 1
+            # every server of the list tried once, or refused credentials (the same on every server)
+            if not first_error.done() and (failures >= len(settings.servers()) or _is_auth_error(e)):
+                first_error.set_result(e)
+        elif not shutting_down():
             log.warning("nats error: %s", e)
 
     async def disconnected_cb() -> None:
-        if not shutting_down():
+        if connected and not shutting_down():
             log.warning("nats disconnected; reconnecting")
 
     async def reconnected_cb() -> None:
@@ -60,18 +81,75 @@ async def connect(settings: BusSettings, name: str) -> NATS:
     async def lame_duck_cb() -> None:
         log.warning("nats server entering lame-duck mode; the client will move to another server")
 
-    await nc.connect(
+    auth = {}
+    if settings.nats_user:
+        auth = {"user": settings.nats_user, "password": password.get_secret_value() if password else None}
+    attempt = loop.create_task(nc.connect(
         servers=settings.servers(),
         name=name,
         max_reconnect_attempts=-1,
         reconnect_time_wait=0.5,
         connect_timeout=5,
+        inbox_prefix=settings.inbox_prefix(),
         error_cb=error_cb,
         disconnected_cb=disconnected_cb,
         reconnected_cb=reconnected_cb,
         lame_duck_mode_cb=lame_duck_cb,
+        **auth,
+    ))
+    try:
+        await asyncio.wait({attempt, first_error}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        attempt.cancel()
+        raise
+    if attempt.done() and attempt.exception() is None:
+        connected = True
+        return nc
+    attempt.cancel()
+    try:
+        await attempt
+    except BaseException:  # noqa: BLE001 - the attempt is abandoned; its error is reported below
+        pass
+    if not nc.is_closed:
+        await nc.close()
+    error = first_error.result() if first_error.done() else attempt.exception()
+    if _is_auth_error(error):
+        who = f"user {settings.nats_user!r}" if settings.nats_user else "a client without credentials"
+        raise NatsAuthError(
+            f"the NATS server refused {who}: set MESHWARD_NATS_USER and MESHWARD_NATS_PASSWORD_FILE to this "
+            "service's credentials (`meshward up` writes them under <data dir>/credentials)")
+    raise ConnectionError(f"cannot reach NATS at {settings.redacted_url()}: {error or 'no server answered'}")
+
+
+async def connect_with_retry(settings: BusSettings, name: str) -> NATS:
+    """connect(), retried with capped exponential backoff and jitter while the server cannot be reached.
+
+    Each failed attempt is logged with what to check; refused credentials are not retried.
+    settings.nats_connect_attempts = 0 keeps trying until the process is stopped.
+    """
+    from tenacity import (
+        AsyncRetrying,
+        retry_if_not_exception_type,
+        stop_after_attempt,
+        stop_never,
+        wait_random_exponential,
     )
-    return nc
+
+    def log_attempt(state) -> None:
+        log.warning(
+            "not ready: cannot reach NATS at %s (attempt %d: %s); retrying in %.1fs. Check that nats-server runs "
+            "and MESHWARD_NATS_URL points at it", settings.redacted_url(), state.attempt_number,
+            state.outcome.exception(), state.next_action.sleep)
+
+    attempts = settings.nats_connect_attempts
+    retrying = AsyncRetrying(
+        retry=retry_if_not_exception_type((NatsAuthError, ValueError)),
+        wait=wait_random_exponential(multiplier=0.2, max=settings.nats_connect_backoff_max_s),
+        stop=stop_after_attempt(attempts) if attempts else stop_never,
+        before_sleep=log_attempt,
+        reraise=True,
+    )
+    return await retrying(connect, settings, name)
 
 
 def decode_reply(data: bytes, headers: dict[str, str] | None, reply_type: type[R]) -> R:
@@ -97,9 +175,9 @@ class Bus:
         self._deadlines = Deadlines(_time_out)
 
     @classmethod
-    async def connect(cls, settings: BusSettings | None = None, name: str = "meshward") -> Bus:
+    async def connect(cls, settings: BusSettings | None = None, name: str = "meshward", retry: bool = False) -> Bus:
         settings = settings or BusSettings()
-        return cls(await connect(settings, name), settings)
+        return cls(await (connect_with_retry if retry else connect)(settings, name), settings)
 
     async def request(
         self,
@@ -118,7 +196,9 @@ class Bus:
         budget = context.remaining(timeout or self.settings.request_timeout_s)
         loop = asyncio.get_running_loop()
         until = loop.time() + budget
-        span = _tracer.start_span(f"send {subject}", kind=SpanKind.CLIENT, attributes=_attributes(subject))
+        # No attributes on the hop's spans: the name carries the subject, and any attribute at start costs
+        # the SDK's attribute validation (a fifth of a span's cost) on every request.
+        span = _tracer.start_span(f"send {subject}", kind=SpanKind.CLIENT)
         try:
             if budget <= 0:
                 raise RemoteError(ErrorReply.of(ErrorCode.DEADLINE_EXCEEDED, f"no time left to call {subject}"))
@@ -188,8 +268,12 @@ class Bus:
         )
         try:
             await self._js.add_stream(config)
-        except Exception:  # noqa: BLE001 - already exists with another config: update it
-            await self._js.update_stream(config)
+        except BadRequestError:  # exists with another configuration: update it (memory's user may; publishers' may not)
+            try:
+                await self._js.update_stream(config)
+            except NatsTimeoutError:
+                log.warning("the events stream exists with another configuration and this user may not update it; "
+                            "the memory service updates it when it starts")
 
     async def publish_event(self, subject: str, event: Event, timeout: float = 5.0) -> None:
         """Publish with a JetStream ack; the event id is the de-duplication id."""

@@ -1,11 +1,17 @@
 """The server side: typed handlers on queue-group subscriptions, run concurrently with a bound.
 
-    service = Service("intent", settings)
+    service: Service[IntentState] = Service("intent", settings)
+
+    @service.build
+    async def build(svc: Service, stack: AsyncExitStack) -> IntentState:
+        classifier = ...; stack.push_async_callback(classifier.close)
+        return IntentState(classifier)
 
     @service.handler(INTENT_CLASSIFY, IntentRequest)
-    async def classify(req: IntentRequest) -> IntentResult: ...
+    async def classify(req: IntentRequest) -> IntentResult:
+        return await service.state.classifier.classify(req)
 
-    run_service(service)   # connect, serve, drain on SIGTERM
+    run_service(service)   # connect (retrying), build, serve; drain on SIGTERM
 
 Every handler call: trace context and deadline extracted from the headers, the
 body validated, a SERVER span around the work, the reply or a typed ErrorReply
@@ -23,8 +29,9 @@ import signal
 import socket
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from meshward.contracts import ErrorCode, ErrorReply, HealthReply, HealthRequest, Message, RemoteError
 from meshward.contracts.subjects import HDR_ERROR, health
@@ -47,6 +54,8 @@ _ERROR_HEADERS = {HDR_ERROR: "1"}
 
 Handler = Callable[[Any], Awaitable[Message]]
 Hook = Callable[["Service"], Awaitable[None]]
+S = TypeVar("S")
+Build = Callable[["Service[S]", AsyncExitStack], Awaitable[S]]
 
 
 class ServiceError(Exception):
@@ -64,7 +73,6 @@ class _Route:
     request_type: type[Message]
     handler: Handler
     span_name: str
-    attributes: dict[str, str]
 
 
 def _validation_summary(e: ValidationError) -> str:
@@ -92,17 +100,18 @@ def _freeze_startup_objects() -> None:
 class _Workers:
     """Runs one subscription's requests on at most `limit` long-lived worker tasks.
 
-    The workers take messages straight from the subscription's pending queue (nats-py internals,
-    kept in step the way its own reader task does): the callback API would cost a loop pass per
-    message, as nats-py awaits the callback before taking the next message, so the callback could
-    only hand it on; the message iterator costs a task per message. While under the bound one
-    worker always waits for the next message, so requests run concurrently. A worker whose handler
-    left a context variable set retires, so that no request sees another's context.
+    nats-py hands each message to the subscription's callback and awaits it before taking the
+    next, so the callback only queues the message (it never waits while the queue has room) and
+    the workers run the handlers: a worker per message would cost a task each. While under the
+    bound one worker always waits for the next message, so requests run concurrently; above it,
+    messages wait here (at most `limit`) and then in nats-py's pending queue, whose limits make
+    the server's slow-consumer protection apply. A worker whose handler left a context variable
+    set retires, so that no request sees another's context.
     """
 
-    def __init__(self, sub: Subscription, limit: int, handle: Callable[[Msg], Awaitable[None]]):
-        self._sub = sub
-        self._queue: asyncio.Queue[Msg] = sub._pending_queue
+    def __init__(self, subject: str, limit: int, handle: Callable[[Msg], Awaitable[None]]):
+        self._subject = subject
+        self._queue: asyncio.Queue[Msg] = asyncio.Queue(maxsize=limit)
         self._limit = limit
         self._handle = handle
         self._tasks: set[asyncio.Task] = set()
@@ -110,6 +119,10 @@ class _Workers:
         self._clean = contextvars.copy_context()
         self._closed = False
         self._spawn()
+
+    async def accept(self, msg: Msg) -> None:
+        """The subscription's callback."""
+        await self._queue.put(msg)
 
     def _spawn(self) -> None:
         task = asyncio.create_task(self._work(), context=self._clean.copy())
@@ -125,13 +138,12 @@ class _Workers:
                     msg = await self._queue.get()
                 finally:
                     self._waiting.discard(me)
-                self._sub._pending_size -= len(msg.data)
                 if not self._waiting and len(self._tasks) < self._limit:
                     self._spawn()
                 try:
                     await self._handle(msg)
                 except Exception:  # noqa: BLE001 - a bug in the runtime itself; keep serving
-                    log.exception("request on %s failed", self._sub.subject)
+                    log.exception("request on %s failed", self._subject)
                 finally:
                     self._queue.task_done()
                 if contextvars.copy_context() != self._clean:
@@ -141,15 +153,31 @@ class _Workers:
         if not self._closed and not self._waiting:
             self._spawn()
 
-    def close(self) -> set[asyncio.Task]:
-        """Stop taking messages: idle workers stop, busy ones finish their request. Returns the tasks to wait for."""
+    async def finish(self, timeout: float) -> None:
+        """After the subscription is drained: run what is queued, let busy workers finish, stop idle ones."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + timeout
+        try:
+            await asyncio.wait_for(self._queue.join(), timeout)
+        except TimeoutError:
+            log.warning("%s: %d queued requests not handled within the drain timeout", self._subject, self._queue.qsize())
         self._closed = True
         for task in self._waiting:
             task.cancel()
-        return set(self._tasks)
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=max(until - loop.time(), 0.1))
 
 
-class Service:
+class Service(Generic[S]):
+    """One service's lifecycle: settings -> connect -> build -> serve, all inside one AsyncExitStack.
+
+    `build` (one per service) creates what the handlers use and returns it as the typed state
+    (`service.state`); it registers every resource's cleanup on the stack it is given, so a
+    start-up that fails at any step closes what was opened before it, the NATS connection
+    included. Stopping unwinds the same stack: stop taking requests and finish in-flight ones,
+    then the resources, then the connection.
+    """
+
     def __init__(self, name: str, settings: BusSettings | None = None, version: str = "0.1.0"):
         self.name = name
         self.settings = settings or BusSettings()
@@ -159,10 +187,11 @@ class Service:
         self.ready = False
         self.details: dict[str, str] = {}
         self._routes: list[_Route] = []
+        self._build: Build[S] | None = None
+        self._state: S | None = None
         self._startup: list[Hook] = []
         self._shutdown: list[Hook] = []
-        self._subs: list = []
-        self._pools: list[_Workers] = []
+        self._stack: AsyncExitStack | None = None
         self._deadlines = Deadlines(self._expire)
         self._expired: set[asyncio.Task] = set()
         self._stop = asyncio.Event()
@@ -171,13 +200,24 @@ class Service:
     # registration -------------------------------------------------------
     def handler(self, subject: str, request_type: type[Message]):
         def register(fn: Handler) -> Handler:
-            attributes = {"messaging.system": "nats", "messaging.destination.name": subject, "meshward.service": self.name}
-            self._routes.append(_Route(subject, request_type, fn, f"process {subject}", attributes))
+            self._routes.append(_Route(subject, request_type, fn, f"process {subject}"))
             return fn
 
         return register
 
+    def build(self, fn: Build[S]) -> Build[S]:
+        """Register the service's build step: `async def build(svc, stack) -> State`."""
+        self._build = fn
+        return fn
+
+    @property
+    def state(self) -> S:
+        if self._state is None:
+            raise ServiceError(ErrorCode.UNAVAILABLE, f"{self.name} is not started")
+        return self._state
+
     def on_startup(self, fn: Hook) -> Hook:
+        """A hook run after build (kept for services not yet on `build`)."""
         self._startup.append(fn)
         return fn
 
@@ -200,7 +240,7 @@ class Service:
     async def _dispatch(self, nc: NATS, route: _Route, msg: Msg) -> None:
         headers = msg.headers
         deadline, request_id = context.from_headers(headers)
-        span = _tracer.start_span(route.span_name, context=extract_context(headers), kind=SpanKind.SERVER, attributes=route.attributes)
+        span = _tracer.start_span(route.span_name, context=extract_context(headers), kind=SpanKind.SERVER)  # no attributes: see Bus.request
         token = otel_context.attach(set_span_in_context(span))
         d_token = context.set_deadline(deadline)
         r_token = context.set_request_id(request_id)
@@ -269,61 +309,99 @@ class Service:
         task.cancel()
 
     # lifecycle ----------------------------------------------------------
-    async def start(self) -> None:
-        self.bus = await Bus.connect(self.settings, name=f"meshward-{self.name}")
-        for hook in self._startup:
-            await hook(self)
+    async def _serve(self, stack: AsyncExitStack, routes: list[_Route]) -> None:
+        """Subscribe `routes`; the stack drains them (finishing in-flight requests) when it unwinds."""
         nc = self.bus.nc
         queue = self.settings.queue_group or self.name
-        for route in self._routes:
-            sub = await nc.subscribe(route.subject, queue=queue)
-            self._subs.append(sub)
-            self._pools.append(_Workers(sub, self.settings.max_concurrency, functools.partial(self._dispatch, nc, route)))
+        for route in routes:
+            pool = _Workers(route.subject, self.settings.max_concurrency, functools.partial(self._dispatch, nc, route))
+            sub = await nc.subscribe(route.subject, queue=queue, cb=pool.accept)
+            stack.push_async_callback(self._drain, sub, pool)
         await nc.flush()
+
+    async def _drain(self, sub: Subscription, pool: _Workers) -> None:
+        self.ready = False
+        try:
+            await sub.drain()  # no new messages; what nats-py already holds still reaches the workers
+        except Exception:  # noqa: BLE001 - the connection is already gone: nothing more will arrive
+            pass
+        await pool.finish(self.settings.drain_timeout_s)
+
+    async def open(self, stack: AsyncExitStack) -> S | None:
+        """Connect (retrying while NATS cannot be reached), answer health (not ready), build, serve."""
+        self.bus = await Bus.connect(self.settings, name=f"meshward-{self.name}", retry=True)
+        stack.push_async_callback(self._close_bus)
+        health_routes = [r for r in self._routes if r.handler == self._health]
+        await self._serve(stack, health_routes)  # "not ready" while the build runs (models load for seconds)
+        if self._build is not None:
+            self._state = await self._build(self, stack)
+        for hook in self._startup:
+            await hook(self)
+        for hook in self._shutdown:
+            stack.push_async_callback(self._run_hook, hook)
+        await self._serve(stack, [r for r in self._routes if r.handler != self._health])
         _freeze_startup_objects()
         self.ready = True
-        log.info("%s serving %d subjects (queue %s)", self.name, len(self._routes), queue)
+        log.info("%s serving %d subjects (queue %s)", self.name, len(self._routes), self.settings.queue_group or self.name)
+        return self._state
 
-    async def stop(self) -> None:
-        """Stop taking requests, finish in-flight ones within the grace period, drain, close."""
+    async def _run_hook(self, hook: Hook) -> None:
+        try:
+            await hook(self)
+        except Exception:  # noqa: BLE001 - keep shutting down
+            log.exception("shutdown hook failed")
+
+    async def _close_bus(self) -> None:
         self.ready = False
-        for sub in self._subs:
-            try:
-                await sub.unsubscribe()
-            except Exception:  # noqa: BLE001 - connection already gone
-                pass
-        workers = {task for pool in self._pools for task in pool.close()}
-        if workers:
-            await asyncio.wait(workers, timeout=self.settings.drain_timeout_s)
-        for hook in reversed(self._shutdown):
-            try:
-                await hook(self)
-            except Exception:  # noqa: BLE001 - keep shutting down
-                log.exception("shutdown hook failed")
         if self.bus is not None:
             await self.bus.close()
         shutdown_tracing()
+
+    async def start(self) -> None:
+        """open() on the service's own stack; a failure closes whatever was opened, then raises."""
+        stack = AsyncExitStack()
+        try:
+            await self.open(stack)
+        except BaseException:
+            await stack.aclose()
+            raise
+        self._stack = stack
+
+    async def stop(self) -> None:
+        """Stop taking requests, finish in-flight ones within the grace period, close resources, drain, close."""
+        self.ready = False
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            await stack.aclose()
 
     def request_stop(self) -> None:
         self._stop.set()
 
     async def serve_forever(self) -> None:
-        await self.start()
+        """Serve until SIGTERM/SIGINT, which also interrupts a start-up still waiting for NATS."""
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             try:
                 loop.add_signal_handler(sig, self.request_stop)
             except (NotImplementedError, RuntimeError):
                 pass
-        try:
-            await self._stop.wait()
-        finally:
+        async with AsyncExitStack() as stack:
+            opening = asyncio.create_task(self.open(stack))
+            stopping = asyncio.create_task(self._stop.wait())
+            await asyncio.wait({opening, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if not opening.done():
+                opening.cancel()
+                log.info("%s stopped before it was ready", self.name)
+            try:
+                await opening
+            except asyncio.CancelledError:
+                return
+            await stopping
             log.info("%s stopping", self.name)
-            await self.stop()
 
 
 def run_service(service: Service) -> None:
-    """Entry point for `python -m meshward.<service>`."""
+    """Entry point for `python -m meshward.<service>`: exits non-zero, with what to fix, when start-up fails."""
     from .logs import setup_logging
 
     setup_logging(service.name)
@@ -331,5 +409,5 @@ def run_service(service: Service) -> None:
     try:
         asyncio.run(service.serve_forever())
     except Exception as e:  # noqa: BLE001 - a start-up failure: say what failed, exit non-zero
-        log.error("%s could not start: %s: %s (check its settings and that NATS is reachable at %s)", service.name, type(e).__name__, e, service.settings.nats_url)
+        log.error("%s could not start: %s: %s", service.name, type(e).__name__, e)
         raise SystemExit(1) from None

@@ -45,13 +45,19 @@ def _exporter():
     return None
 
 
+def build_provider(default_service_name: str) -> TracerProvider:
+    """A tracer provider named from OTEL_SERVICE_NAME; the SDK reads the sampler from
+    OTEL_TRACES_SAMPLER / OTEL_TRACES_SAMPLER_ARG (default parentbased_always_on)."""
+    name = os.environ.get("OTEL_SERVICE_NAME") or default_service_name
+    return TracerProvider(resource=Resource.create({"service.name": name}))
+
+
 def setup_tracing(default_service_name: str) -> TracerProvider:
     """Install the process-wide tracer provider once; later calls return it."""
     global _configured
     if _configured is not None:
         return _configured
-    name = os.environ.get("OTEL_SERVICE_NAME") or default_service_name
-    provider = TracerProvider(resource=Resource.create({"service.name": name}))
+    provider = build_provider(default_service_name)
     exporter = _exporter()
     if exporter is not None:
         provider.add_span_processor(BatchSpanProcessor(exporter))
@@ -123,6 +129,8 @@ def end_soon(span: trace.Span) -> None:
     By then the reply just published is written to the socket, and so is a caller's next
     request, published after this returns (hence two hops, not one).
     """
+    if not span.is_recording():  # sampled out: end() would do nothing
+        return
     loop = asyncio.get_running_loop()
     loop.call_soon(loop.call_soon, span.end, time.time_ns())
 

@@ -3,6 +3,7 @@
     meshward up                      start everything locally (embedded NATS unless MESHWARD_NATS_URL is set)
     meshward ask "question" [--thread ID] [--json]
     meshward train security|intent|all [--force] [--check] ...   build the fine-tuned classifiers (cached)
+    meshward credentials DIR         the closed bus for another deployment: a password file per service and nats-auth.conf
 """
 from __future__ import annotations
 
@@ -67,6 +68,20 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_credentials(args: argparse.Namespace) -> int:
+    """Fresh credentials for a server `meshward up` does not start (compose, k8s): one 0600 password file per
+    service and the server's `authorization` block (bcrypt hashes) to `include` from its configuration."""
+    from meshward.bus.permissions import PERMISSIONS, generate_credentials, write_private
+
+    creds = generate_credentials(Path(args.dir).resolve())
+    conf = creds.directory / "nats-auth.conf"
+    write_private(conf, creds.authorization)
+    print(f"server authorization block: {conf}")
+    for user in sorted(PERMISSIONS):
+        print(f"{user}: MESHWARD_NATS_USER={user} MESHWARD_NATS_PASSWORD_FILE={creds.password_file(user)}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="meshward", description="meshward: a secure, scoped multi-agent assistant over NATS")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -85,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("model", choices=[*TRAINABLE, "all"])
     train.add_argument("rest", nargs=argparse.REMAINDER, help="passed on: --force, --check, --print-dir, --quiet, --scope FILE")
     train.set_defaults(fn=cmd_train)
+    creds = sub.add_parser("credentials", help="write per-service NATS passwords and the server's authorization block")
+    creds.add_argument("dir", help="folder for <service>.password files (0600) and nats-auth.conf")
+    creds.set_defaults(fn=cmd_credentials)
     args = parser.parse_args(argv)
     return args.fn(args)
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+from meshward.bus.permissions import Credentials, generate_credentials
 
 from .nats_server import EmbeddedNats
 
@@ -89,6 +90,7 @@ class Stack:
         self.nats_url = nats_url
         self.console = console
         self.nats: EmbeddedNats | None = None
+        self.credentials: Credentials | None = None  # the closed bus: set when this stack starts its own nats-server
         self.procs: dict[str, asyncio.subprocess.Process] = {}
         self.pumps: list[asyncio.Task] = []
         self.stopping = False
@@ -109,6 +111,8 @@ class Stack:
         # oversubscribe them (measured: a MiniLM encode at 35 ms with one thread, 1.5 s with two under load).
         for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
             env.setdefault(var, "1")
+        if self.credentials is not None:
+            env.update(self.credentials.env(service))  # its own user and password file, no other
         env.update(self.extra_env)
         return env
 
@@ -122,9 +126,13 @@ class Stack:
     async def start(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if not self.nats_url:
-            self.nats = EmbeddedNats(self.data_dir / "nats", log_file=self.data_dir / "nats.log")
+            # a fresh password per service on every start, in 0600 files; the server config holds bcrypt hashes
+            self.credentials = await asyncio.to_thread(generate_credentials, self.data_dir / "credentials")
+            self.nats = EmbeddedNats(self.data_dir / "nats", log_file=self.data_dir / "nats.log",
+                                     authorization=self.credentials.authorization)
             self.nats_url = await asyncio.to_thread(self.nats.start)
-            self.console.line("nats", f"embedded nats-server with JetStream at {self.nats_url} (data in {self.data_dir / 'nats'})")
+            self.console.line("nats", f"embedded nats-server with JetStream at {self.nats_url} (data in {self.data_dir / 'nats'}); "
+                                      f"closed bus: one user per service, credentials in {self.credentials.directory}")
         else:
             self.console.line("nats", f"using {self.nats_url}")
         for name in SERVICES:

@@ -49,8 +49,10 @@ def wait_for_port(port: int, timeout: float = 10.0, proc: subprocess.Popen | Non
 class EmbeddedNats:
     """nats-server with JetStream on, data under `store_dir`, bound to loopback."""
 
-    def __init__(self, store_dir: str | Path, port: int | None = None, log_file: str | Path | None = None):
+    def __init__(self, store_dir: str | Path, port: int | None = None, log_file: str | Path | None = None,
+                 authorization: str | None = None):
         self.store_dir = Path(store_dir)
+        self.authorization = authorization  # a rendered `authorization {...}` block (meshward.bus.permissions); None: open bus
         self.port = port or free_port()
         self.log_file = Path(log_file) if log_file else None
         self.proc: subprocess.Popen | None = None
@@ -63,7 +65,12 @@ class EmbeddedNats:
         self.store_dir.mkdir(parents=True, exist_ok=True)
         # max_payload: attachments (PDFs up to ~5 MB, base64) travel in one tools.call request
         conf = self.store_dir / "nats.conf"
-        conf.write_text(f"max_payload: {MAX_PAYLOAD}\n")
+        fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # holds password hashes
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(f"max_payload: {MAX_PAYLOAD}\n")
+            if self.authorization:
+                f.write(self.authorization)
+        os.chmod(conf, 0o600)
         args = [find_binary(), "-c", str(conf), "-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd", str(self.store_dir)]
         out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL  # noqa: SIM115 - lives as long as the server
         self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env={"PATH": os.environ.get("PATH", "")})

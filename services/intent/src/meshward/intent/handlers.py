@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
 
 from meshward.bus import Service, ServiceError
 from meshward.bus.context import current_deadline
@@ -12,15 +15,19 @@ from .scope import load_scope
 from .settings import IntentSettings
 
 
-def create_service(settings: IntentSettings | None = None) -> Service:
-    settings = settings or IntentSettings()
-    service = Service("intent")
-    state: dict = {}
+@dataclass(frozen=True)
+class IntentState:
+    scope: str
+    classify: Callable[[IntentRequest], Awaitable[IntentResult]]
 
-    @service.on_startup
-    async def _load(svc: Service) -> None:
+
+def create_service(settings: IntentSettings | None = None) -> Service[IntentState]:
+    settings = settings or IntentSettings()
+    service: Service[IntentState] = Service("intent")
+
+    @service.build
+    async def _build(svc: Service, stack: AsyncExitStack) -> IntentState:
         scope = load_scope(settings.scope_file)
-        state["scope"] = scope.name
         if settings.backend == "embedding":
             from meshward.embedding import get_encoder
 
@@ -30,12 +37,11 @@ def create_service(settings: IntentSettings | None = None) -> Service:
             classifier = await asyncio.to_thread(ScopeClassifier, scope, encoder)
             # One inference thread: numpy's BLAS already uses every core, and several Python
             # threads encoding at once thrash instead of going faster.
-            inference = ThreadPoolExecutor(max_workers=1, thread_name_prefix="intent-inference")
-            state["classify"] = lambda req: asyncio.get_running_loop().run_in_executor(
-                inference, classifier.classify, req.text, req.has_attachments)
+            inference = stack.enter_context(ThreadPoolExecutor(max_workers=1, thread_name_prefix="intent-inference"))
             svc.details.update(scope=scope.name, backend="embedding", encoder=encoder.model_version,
                                intents=",".join(scope.intents))
-            return
+            return IntentState(scope.name, lambda req: asyncio.get_running_loop().run_in_executor(
+                inference, classifier.classify, req.text, req.has_attachments))
         from meshward.classifier import MicroBatcher
 
         from .classifier import FineTunedScopeClassifier
@@ -44,21 +50,19 @@ def create_service(settings: IntentSettings | None = None) -> Service:
         classifier = await asyncio.to_thread(FineTunedScopeClassifier.load, scope, settings.model_dir)
         batcher = MicroBatcher(classifier.classify_many, max_batch_size=settings.max_batch_size,
                                max_wait_ms=settings.max_wait_ms, name="intent")
-        state["classify"] = lambda req: batcher.submit((req.text, req.has_attachments), deadline=current_deadline())
+        stack.push_async_callback(batcher.close)
         info = classifier.model_info
         svc.details.update(scope=scope.name, backend="finetuned", intents=",".join(scope.intents), model=info.name,
                            model_version=info.version, provider=info.provider or "",
                            threshold=f"{classifier.threshold:.3f}", max_batch_size=str(settings.max_batch_size),
                            max_wait_ms=str(settings.max_wait_ms))
-
-        @svc.on_shutdown
-        async def _close(_: Service) -> None:
-            await batcher.close()
+        return IntentState(scope.name, lambda req: batcher.submit((req.text, req.has_attachments), deadline=current_deadline()))
 
     @service.handler(subjects.INTENT_CLASSIFY, IntentRequest)
     async def classify(req: IntentRequest) -> IntentResult:
-        if req.scope is not None and req.scope != state["scope"]:
-            raise ServiceError(ErrorCode.NOT_FOUND, f"unknown scope {req.scope!r}; this service serves {state['scope']!r}")
-        return await state["classify"](req)
+        state = service.state
+        if req.scope is not None and req.scope != state.scope:
+            raise ServiceError(ErrorCode.NOT_FOUND, f"unknown scope {req.scope!r}; this service serves {state.scope!r}")
+        return await state.classify(req)
 
     return service

@@ -4,6 +4,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
 
 from meshward.bus import Service, ServiceError
 from meshward.bus import context as request_context
@@ -35,7 +37,8 @@ from meshward.contracts import (
 from .context import ContextBudget, ContextCompressor, turn_text
 from .ingest import GroupCommit
 from .learning import LearningPolicy
-from .semantic import SemanticMemory
+from .scope_examples import load_scope_examples
+from .semantic import SCOPE_EXAMPLES, SemanticMemory
 from .settings import MemorySettings
 from .store import MemoryStore
 
@@ -85,15 +88,26 @@ class EventSink:
         await self.store.mark_learned(event.event_id)
 
 
-def create_service(settings: MemorySettings | None = None) -> Service:
-    settings = settings or MemorySettings()
-    service = Service("memory")
-    state: dict = {}
+@dataclass(frozen=True)
+class MemoryState:
+    store: MemoryStore
+    semantic: SemanticMemory
+    sink: EventSink
+    consumer: EventConsumer
+    compressor: ContextCompressor
 
-    @service.on_startup
-    async def _open(svc: Service) -> None:
+
+def create_service(settings: MemorySettings | None = None) -> Service[MemoryState]:
+    settings = settings or MemorySettings()
+    service: Service[MemoryState] = Service("memory")
+
+    @service.build
+    async def _build(svc: Service, stack: AsyncExitStack) -> MemoryState:
         store = await MemoryStore.open(settings.database_url)
+        stack.push_async_callback(store.close)
         semantic = await asyncio.to_thread(SemanticMemory.open, settings.chroma_path, settings.chroma_url)
+        stack.push_async_callback(semantic.aclose)
+        await load_scope_examples(semantic, settings.scope_file)
         compressor = ContextCompressor(
             ContextBudget(max_tokens=settings.context_max_tokens, summarize_threshold=settings.context_threshold_tokens, keep_last=settings.context_keep_last)
         )
@@ -101,17 +115,10 @@ def create_service(settings: MemorySettings | None = None) -> Service:
         sink = EventSink(store, semantic, LearningPolicy(settings.learn_min_score, settings.learn_max_scope_similarity))
         consumer = EventConsumer(svc.bus, settings.consumer_name, sink, batch=settings.consumer_batch)
         await consumer.start()
-        state.update(store=store, semantic=semantic, sink=sink, consumer=consumer, compressor=compressor)
-        svc.details.update(database=settings.database_url.split(":", 1)[0], chroma="http" if settings.chroma_url else "embedded", encoder=semantic.model_version)
-
-    @service.on_shutdown
-    async def _close(svc: Service) -> None:
-        if "consumer" in state:
-            await state["consumer"].stop()
-        if "store" in state:
-            await state["store"].close()
-        if "semantic" in state:
-            await state["semantic"].aclose()
+        stack.push_async_callback(consumer.stop)
+        svc.details.update(database=settings.database_url.split(":", 1)[0], chroma="http" if settings.chroma_url else "embedded",
+                           encoder=semantic.model_version, scope_examples=str(await semantic.count(SCOPE_EXAMPLES)))
+        return MemoryState(store, semantic, sink, consumer, compressor)
 
     async def caught_up() -> None:
         """Read-your-writes: wait until every event already in the stream is stored (the consumer's ack floor
@@ -131,39 +138,39 @@ def create_service(settings: MemorySettings | None = None) -> Service:
     @service.handler(subjects.MEMORY_HISTORY, HistoryRequest)
     async def history(req: HistoryRequest) -> HistoryReply:
         await caught_up()
-        return HistoryReply(thread_id=req.thread_id, turns=await state["store"].history(req.thread_id, req.limit))
+        return HistoryReply(thread_id=req.thread_id, turns=await service.state.store.history(req.thread_id, req.limit))
 
     @service.handler(subjects.MEMORY_STATS, StatsRequest)
     async def stats(_: StatsRequest) -> StatsReply:
-        return await state["store"].stats()
+        return await service.state.store.stats()
 
     @service.handler(subjects.MEMORY_SEARCH, SearchRequest)
     async def search(req: SearchRequest) -> SearchReply:
-        return SearchReply(hits=[_hit(h) for h in await state["semantic"].search(req.query, req.k, req.collection)])
+        return SearchReply(hits=[_hit(h) for h in await service.state.semantic.search(req.query, req.k, req.collection)])
 
     @service.handler(subjects.MEMORY_SIMILAR_THREATS, SimilarThreatsRequest)
     async def similar_threats(req: SimilarThreatsRequest) -> SimilarThreatsReply:
         if not req.text.strip():
             return SimilarThreatsReply(hits=[])
-        hits = await state["semantic"].similar_threats(req.text[:4_000], req.k, req.min_similarity)
+        hits = await service.state.semantic.similar_threats(req.text[:4_000], req.k, req.min_similarity)
         return SimilarThreatsReply(hits=[_hit(h) for h in hits])
 
     @service.handler(subjects.MEMORY_INSIGHTS, InsightsRequest)
     async def insights(_: InsightsRequest) -> InsightsReply:
-        return await state["store"].insights()
+        return await service.state.store.insights()
 
     @service.handler(subjects.MEMORY_RETRACT_THREAT, RetractThreatRequest)
     async def retract(req: RetractThreatRequest) -> RetractThreatReply:
-        marked = await state["store"].retract(req.threat_id)
-        removed = await state["semantic"].retract_threat(req.threat_id)
+        marked = await service.state.store.retract(req.threat_id)
+        removed = await service.state.semantic.retract_threat(req.threat_id)
         return RetractThreatReply(threat_id=req.threat_id, retracted=marked or removed)
 
     @service.handler(subjects.MEMORY_CONTEXT, ContextRequest)
     async def context(req: ContextRequest) -> ContextReply:
-        turns = await state["store"].history(req.thread_id, settings.context_history_limit)
+        turns = await service.state.store.history(req.thread_id, settings.context_history_limit)
         if not turns:
             raise ServiceError(ErrorCode.NOT_FOUND, f"no turns stored for thread {req.thread_id}")
-        packed = await state["compressor"].compress([{"question": t.question, "answer": t.answer} for t in turns])
+        packed = await service.state.compressor.compress([{"question": t.question, "answer": t.answer} for t in turns])
         kept = turns[len(turns) - len(packed.turns):] if packed.turns else []
         recent = []
         for original, packed_turn in zip(kept, packed.turns, strict=True):

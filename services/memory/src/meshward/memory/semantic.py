@@ -352,6 +352,24 @@ class SemanticMemory:
         meta = _metadata(None, {"kind": "scope_example", "intent": _cap(intent, 128), "added_at": time.time()})
         await asyncio.to_thread(self._upsert, SCOPE_EXAMPLES, [_id(id)], [_text(text, "text")], [meta])
 
+    async def sync_scope_examples(self, examples: Mapping[str, tuple[str, str]]) -> tuple[int, int]:
+        """Make the scope collection hold exactly `examples` (id -> (text, intent)): rows already stored
+        under the same id are kept (the id hashes the text), new ones embedded, stale ones deleted.
+        Returns (added, removed)."""
+        return await asyncio.to_thread(self._sync, SCOPE_EXAMPLES, examples)
+
+    def _sync(self, name: str, examples: Mapping[str, tuple[str, str]]) -> tuple[int, int]:
+        collection = self._collection(name)
+        stored = set(collection.get(include=[])["ids"])
+        new = [row_id for row_id in examples if row_id not in stored]
+        stale = [row_id for row_id in stored if row_id not in examples]
+        if stale:
+            collection.delete(ids=stale)
+        now = time.time()
+        self._upsert(name, [_id(i) for i in new], [_text(examples[i][0], "text") for i in new],
+                     [_metadata(None, {"kind": "scope_example", "intent": _cap(examples[i][1], 128), "added_at": now}) for i in new])
+        return len(new), len(stale)
+
     async def similar_scope_examples(self, text: str, k: int = 3) -> list[Hit]:
         return await self.search(text, k, SCOPE_EXAMPLES)
 

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -25,6 +27,11 @@ class MemorySettings(BaseSettings):
         default=None,
         validation_alias=AliasChoices("MESHWARD_CHROMA_URL", "MESHWARD_MEMORY_CHROMA_URL"),
         description="Chroma server URL; embedded PersistentClient when unset",
+    )
+    scope_file: Path | None = Field(
+        default=None,
+        validation_alias=AliasChoices("MESHWARD_INTENT_SCOPE_FILE", "MESHWARD_MEMORY_SCOPE_FILE"),
+        description="the scope file intent serves; its examples fill the scope_examples collection (default: intent's packaged scope)",
     )
     learn_min_score: float = Field(default=0.9, ge=0.5, le=1.0, description="only blocks at least this confident become known threats")
     learn_max_scope_similarity: float = Field(default=0.9, ge=0.0, le=1.0, description="never learn a block this close to an in-scope example")

@@ -54,8 +54,7 @@ def create_app(settings: SupervisorSettings | None = None, local_ports: AgentPor
             app.state.service = None
             if local_ports is None:
                 service = Service("supervisor")
-                await service.start()
-                stack.push_async_callback(service.stop)
+                await service.open(stack)  # retries while NATS cannot be reached; unwound with the stack
                 await service.bus.ensure_event_stream()
                 app.state.service = service
                 ports: AgentPorts = NatsPorts(service.bus)

@@ -1,6 +1,9 @@
 """NATS door onto the tool registry: meshward.v1.tools.list / .call."""
 from __future__ import annotations
 
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+
 from meshward.bus import Service, ServiceError
 from meshward.bus.context import current_request_id
 from meshward.contracts import ToolCalled, ToolCallRequest, ToolCatalog, ToolListRequest, ToolResult, subjects
@@ -12,37 +15,36 @@ from .registry import ToolError, ToolRegistry
 from .settings import ToolsSettings
 
 
-def create_service(settings: ToolsSettings | None = None, registry: ToolRegistry | None = None) -> Service:
+@dataclass(frozen=True)
+class ToolsState:
+    mount: McpMount | None
+    mcp: McpHttpServer | None
+
+
+def create_service(settings: ToolsSettings | None = None, registry: ToolRegistry | None = None) -> Service[ToolsState]:
     settings = settings or ToolsSettings()
     registry = registry or build_registry()
-    service = Service("tools")
-
-    state: dict = {}
+    service: Service[ToolsState] = Service("tools")
 
     def tool_called(name: str, ok: bool, duration_ms: float, error_code: str | None) -> None:
         if settings.publish_events and service.bus is not None:
             service.bus.emit(subjects.EVENT_TOOL_CALLED, ToolCalled(name=name, ok=ok, duration_ms=duration_ms, error_code=error_code, request_id=current_request_id()))
 
-    @service.on_startup
-    async def _start(svc: Service) -> None:
+    @service.build
+    async def _build(svc: Service, stack: AsyncExitStack) -> ToolsState:
         await svc.bus.ensure_event_stream()
+        mount = server = None
         if settings.mount_external:
             mount = McpMount(registry)
             await mount.start()  # unreachable servers are logged and retried in the background
-            state["mount"] = mount
+            stack.push_async_callback(mount.close)
         if settings.serve_mcp:
             server = McpHttpServer(registry, on_call=tool_called)
             await server.start()
-            state["mcp"] = server
+            stack.push_async_callback(server.stop)
             svc.details["mcp"] = server.url
         svc.details["tools"] = ",".join(registry.names())
-
-    @service.on_shutdown
-    async def _stop(svc: Service) -> None:
-        if "mcp" in state:
-            await state["mcp"].stop()
-        if "mount" in state:
-            await state["mount"].close()
+        return ToolsState(mount, server)
 
     @service.handler(subjects.TOOLS_LIST, ToolListRequest)
     async def list_tools(_: ToolListRequest) -> ToolCatalog:
