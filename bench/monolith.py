@@ -38,7 +38,7 @@ class LocalPorts:
         self.classifier = ScopeClassifier(load_scope(None), get_encoder())
         self.registry = build_registry()
 
-    async def check_security(self, text: str, thread_id: str | None) -> SecurityVerdict:
+    async def check_security(self, text: str, thread_id: str | None, context: list[str] | None = None) -> SecurityVerdict:
         return await self.decider.decide(text)
 
     async def classify_intent(self, text: str, has_attachments: bool) -> IntentResult:
