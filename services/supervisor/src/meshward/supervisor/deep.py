@@ -197,7 +197,8 @@ def score_draft(question: str, draft: str, evidence: list[str], context: str = "
     grounded = 1.0 - (len(unsupported) / len(figures) if figures else 0.0)
     if unsupported:
         reasons.append(f"figures not found in the tool results or context: {', '.join(sorted(unsupported)[:5])}")
-    if any(evidence) and not (_words(" ".join(evidence)) & have):
+    said = " ".join(evidence)
+    if said.strip() and not ((_words(said) & have) or (set(_NUMBER.findall(said)) & figures)):
         grounded = min(grounded, 0.5)
         reasons.append("it ignores the tool results and context")
     confidence = 0.45 * relevance + 0.45 * grounded + 0.1
