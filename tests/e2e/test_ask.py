@@ -19,7 +19,7 @@ async def test_healthz_is_ok_when_every_service_answers(http):
     r = await http.get("/healthz")
     assert r.status_code == 200
     body = r.json()
-    assert body["missing"] == [] and set(body["services"]) == {"security", "intent", "tools", "memory"}
+    assert body["missing"] == [] and set(body["services"]) >= {"security", "intent", "tools", "memory"}  # llm: reported, optional
 
 
 async def test_calculator_question_is_answered(http):
