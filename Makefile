@@ -9,7 +9,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.meshward-installed
 DISTS := libs/contracts libs/bus libs/embedding libs/classifier libs/devstack \
-         services/security services/intent services/tools services/memory services/supervisor
+         services/security services/intent services/tools services/memory services/llm services/supervisor
 PYPROJECTS := $(addsuffix /pyproject.toml,$(DISTS))
 # The two classifier services with their `train` extra (torch==2.13.0 CPU, transformers, onnx), in the same
 # pip command as everything else so that nothing pulls another torch.

@@ -92,3 +92,5 @@ class ChatChunk(Message):
     delta: str = Field(default="", max_length=MAX_ANSWER_CHARS)
     done: bool = False
     provider: str | None = Field(default=None, max_length=MAX_ID_CHARS)
+    # The provider that streamed the earlier chunks failed mid-answer and this one starts over: drop them.
+    restart: bool = False

@@ -1,4 +1,4 @@
-"""`meshward up`: an embedded nats-server, the five services and the HTTP ingress, in the foreground.
+"""`meshward up`: an embedded nats-server, the services and the HTTP ingress, in the foreground.
 
 Children run in their own sessions (a terminal's Ctrl-C reaches only this
 process, which then stops each child once, cleanly) and die with it even if it
@@ -18,8 +18,8 @@ import httpx
 
 from .nats_server import EmbeddedNats
 
-SERVICES = ("security", "intent", "tools", "memory", "supervisor")
-COLORS = {"nats": "90", "security": "31", "intent": "35", "tools": "33", "memory": "36", "supervisor": "32", "meshward": "1"}
+SERVICES = ("security", "intent", "tools", "memory", "llm", "supervisor")
+COLORS = {"nats": "90", "security": "31", "intent": "35", "tools": "33", "memory": "36", "llm": "34", "supervisor": "32", "meshward": "1"}
 PR_SET_PDEATHSIG = 1
 
 
