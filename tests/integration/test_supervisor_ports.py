@@ -45,9 +45,10 @@ async def test_chat_streams_tokens_in_order_and_returns_the_response(service_env
     try:
         ports = NatsPorts(bus)
         request = ChatRequest(messages=[ChatMessage(role=ChatRole.USER, content="why?")])
-        tokens: list[str] = []
-        response = await ports.chat(request, tokens.append, timeout=5)
-        assert "".join(tokens) == response.message.content == "".join(WORDS)
+        tokens: list[tuple[str, bool]] = []
+        response = await ports.chat(request, lambda d, restart: tokens.append((d, restart)), timeout=5)
+        assert "".join(d for d, _ in tokens) == response.message.content == "".join(WORDS)
+        assert not any(restart for _, restart in tokens)
         assert seen[-1].stream_subject and seen[-1].stream_subject.startswith("_INBOX.")
         # without a reader nothing is streamed
         plain = await ports.chat(request, None, timeout=5)

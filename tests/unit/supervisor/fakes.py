@@ -108,7 +108,7 @@ class FakePorts:
             raise step
         if on_token and step.message.content:
             for word in step.message.content.split(" "):
-                on_token(word + " ")
+                on_token(word + " ", False)
         return step
 
     def emit(self, subject, event):

@@ -335,7 +335,7 @@ class GraphBuilder:
             transcript += deep.refine_message(state["draft"], validation)
         writer = get_stream_writer() if state.get("stream") else None
         draft_no = state.get("refinements", 0) + (1 if refining else 0)
-        on_token = (lambda delta: writer({"delta": delta, "draft": draft_no})) if writer else None
+        on_token = (lambda delta, restart: writer({"delta": delta, "draft": draft_no, "restart": restart})) if writer else None
         usage = dict(state.get("usage") or {"prompt_tokens": 0, "completion_tokens": 0})
         results: list[dict[str, Any]] = []
         withheld: list[str] = []

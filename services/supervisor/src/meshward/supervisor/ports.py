@@ -42,7 +42,9 @@ log = logging.getLogger(__name__)
 # After the reply, chunks published before it may still sit in the stream subscription's queue.
 STREAM_TAIL_WAIT_S = 1.0
 
-TokenSink = Callable[[str], None]
+# (delta, restart): restart=True means the provider that streamed the earlier tokens failed mid-answer
+# and another starts over, so a reader drops what it has shown.
+TokenSink = Callable[[str, bool], None]
 
 
 class AgentPorts(Protocol):
@@ -102,8 +104,8 @@ class NatsPorts:
             except ValidationError:
                 log.warning("malformed chat chunk on the stream inbox ignored")
                 return
-            if chunk.delta:
-                on_token(chunk.delta)
+            if chunk.delta or chunk.restart:
+                on_token(chunk.delta, chunk.restart)
             if chunk.done:
                 finished.set()
 
