@@ -98,7 +98,7 @@ async def test_stream_of_a_fast_question_has_steps_and_no_tokens(serve):
 
 async def test_every_provider_down_answers_a_clear_error(serve):
     down = RemoteError(ErrorReply.of(ErrorCode.UNAVAILABLE, "every provider failed: p1: connect_error; p2: server_error"))
-    async with await serve(FakePorts(intent="diagnostics", tools=("cli_execute",), chat=[down])) as client:
+    async with await serve(FakePorts(intent="diagnostics", tools=("cli_execute",), chat=[down, down])) as client:
         body = (await client.post("/v1/ask", json={"question": LOAD_QUESTION})).json()
         fast = (await client.post("/v1/ask", json={"question": "How much disk space is left?"})).json()
     assert body["status"] == "error" and "every provider failed" in body["answer"] and body["tier"] == "deep"

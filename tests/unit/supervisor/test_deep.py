@@ -241,10 +241,11 @@ def test_scoring_flags_invented_figures_leaks_and_truncation():
 # -- failures and bounds ------------------------------------------------------------------------
 async def test_every_provider_down_is_a_clear_error_naming_the_failure():
     down = RemoteError(ErrorReply.of(ErrorCode.UNAVAILABLE, "every provider failed: a: connect_error; b: timeout"))
-    ports = FakePorts(intent="diagnostics", tools=("cli_execute",), chat=[down])
+    ports = FakePorts(intent="diagnostics", tools=("cli_execute",), chat=[down, down])
     r = await asker_for(ports).ask(LOAD_QUESTION)
     assert r.status == "error" and r.tier == "deep"
     assert "every provider failed" in r.answer and "fast tier" in r.answer
+    assert [len(q.tools) for q in ports.chat_requests] == [1, 0]  # one try without tools, then the error
     # the fast tier still answers on the same graph
     assert (await asker_for(FakePorts()).ask("Calculate 15 * 23 + 7")).status == "answered"
 
@@ -292,3 +293,26 @@ async def test_streamed_run_reports_steps_and_tokens():
     assert steps == r.route
     tokens = "".join(d["delta"] for e, d in events if e == "token")
     assert tokens.strip() == LOAD_ANSWER
+
+
+async def test_a_model_that_cannot_call_tools_answers_without_them():
+    malformed = RemoteError(ErrorReply.of(ErrorCode.UNAVAILABLE, "the model's reply is not one JSON object"))
+    ports = FakePorts(intent="diagnostics", tools=("cli_execute",), chat=[malformed, reply(LOAD_ANSWER)])
+    r = await asker_for(ports).ask(LOAD_QUESTION)
+    assert r.status == "answered" and r.answer == LOAD_ANSWER
+    assert [len(q.tools) for q in ports.chat_requests] == [1, 0]
+
+
+async def test_a_refinement_that_fails_keeps_the_draft_and_says_so():
+    down = RemoteError(ErrorReply.of(ErrorCode.DEADLINE_EXCEEDED, "no answer in time"))
+    ports = FakePorts(intent="assistant_help", tools=(), chat=[reply("Bananas are yellow."), down])
+    r = await asker_for(ports).ask("Can you summarize our conversation?")
+    assert r.status == "answered" and r.answer.startswith("Bananas are yellow.")
+    assert "Low confidence" in r.answer and "refinement failed" in r.answer
+
+
+async def test_no_refinement_is_started_that_cannot_finish_before_the_deadline():
+    ports = FakePorts(intent="assistant_help", tools=(), chat=[reply("Bananas are yellow.")])
+    r = await asker_for(ports, timeout_s=0.8).ask("Can you summarize our conversation?")
+    assert r.status == "answered" and r.route.count("reason") == 1
+    assert "no time left to refine" in r.answer

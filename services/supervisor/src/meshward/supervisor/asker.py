@@ -25,6 +25,8 @@ def images_of(results: list[dict]) -> list[dict[str, str]]:
     ]
 
 
+DEADLINE_GRACE_S = 3.0
+
 # (event name, data): "step" after each graph step, "token" as the answer's tokens arrive
 Sink = Callable[[str, dict[str, Any]], Awaitable[None]]
 
@@ -35,7 +37,8 @@ class Asker:
         self.ports = ports
         self.timeout_s = timeout_s
         # the fast tier's hops run under timeout_s; deep-tier nodes take their own, longer deadline (graph.py)
-        self.total_timeout_s = max(timeout_s, deep_timeout_s or 0.0)
+        # plus a grace so that a node's own deadline error (naming what failed) wins over this blunt stop
+        self.total_timeout_s = max(timeout_s, deep_timeout_s or 0.0) + DEADLINE_GRACE_S
         self.recursion_limit = recursion_limit
 
     async def _run(self, inputs, config, sink: Sink | None) -> dict[str, Any]:
@@ -72,7 +75,7 @@ class Asker:
             async with asyncio.timeout(self.total_timeout_s):
                 state = await self._run(inputs, config, sink)
         except TimeoutError:
-            state = {"status": "error", "answer": f"Sorry, that took longer than {self.total_timeout_s:.0f}s and was stopped. Please try again.", "route": [], "tools_used": []}
+            state = {"status": "error", "answer": f"Sorry, that took longer than {self.total_timeout_s - DEADLINE_GRACE_S:.0f}s and was stopped. Please try again.", "route": [], "tools_used": []}
         finally:
             context.reset_deadline(d_token)
             context.reset_request_id(r_token)

@@ -341,16 +341,32 @@ class GraphBuilder:
         withheld: list[str] = []
         tools_used: list[str] = []
         evidence: list[str] = []
-        response = None
-        for round_no in range(self.deep.max_tool_rounds + 1):
-            offer = specs if round_no < self.deep.max_tool_rounds else []  # the last round must answer
+        notes: list[str] = []
+        started = time.monotonic()
+        rounds, tools_off = 0, False
+        while True:
+            offer = specs if not tools_off and rounds < self.deep.max_tool_rounds else []  # the last round must answer
             request = ChatRequest(messages=deep.fit(transcript), tools=offer, max_tokens=self.deep.max_tokens, temperature=self.deep.temperature)
-            response = await self.ports.chat(request, on_token, timeout=context.remaining(self.deep.timeout_s))
+            try:
+                response = await self.ports.chat(request, on_token, timeout=context.remaining(self.deep.timeout_s))
+            except RemoteError as e:
+                if offer and str(e.error.code) != "deadline_exceeded":
+                    # A model that cannot produce a valid tool call (a small local one) may still answer
+                    # directly: one more try without tools. With every provider down this fails fast too.
+                    tools_off = True
+                    notes.append(f"without tools after: {e.error.message}"[:200])
+                    if on_token:
+                        on_token("", True)
+                    continue
+                if refining:
+                    return self._keep_draft(state, f"refinement failed: {e.error.message}")
+                raise
             usage["prompt_tokens"] += response.usage.prompt_tokens
             usage["completion_tokens"] += response.usage.completion_tokens
             calls = response.message.tool_calls
             if not calls or not offer:
                 break
+            rounds += 1
             transcript.append(response.message)
             messages, ran, held = await self._run_tool_calls(calls, allowed, state.get("thread_id"))
             transcript += messages
@@ -358,7 +374,6 @@ class GraphBuilder:
             results += ran
             withheld += held
             tools_used += [r["name"] for r in ran]
-        assert response is not None  # the loop runs at least once
         return {
             "draft": response.message.content,
             "finish_reason": response.finish_reason,
@@ -371,7 +386,25 @@ class GraphBuilder:
             "tools_used": [*state.get("tools_used", []), *tools_used],
             "withheld": [*state.get("withheld", []), *withheld],
             "evidence": [*state.get("evidence", []), *evidence],
-            "decisions": self._decision(state, "reason", f"{response.provider}/{response.model}", f"draft {draft_no + 1}: {len(tools_used)} tool call(s), finish {response.finish_reason}"),
+            "draft_s": round(time.monotonic() - started, 3),
+            "decisions": self._decision(state, "reason", f"{response.provider}/{response.model}", "; ".join([f"draft {draft_no + 1}: {len(tools_used)} tool call(s), finish {response.finish_reason}", *notes])[:500]),
+        }
+
+    def _final_text(self, state: AskState, text: str, low_confidence: str | None) -> str:
+        text = text.strip() or "I couldn't produce an answer to that."
+        if low_confidence:
+            text += LOW_CONFIDENCE_NOTE.format(reasons=low_confidence)
+        for source in dict.fromkeys(state.get("withheld") or []):
+            text += f"\n\nNote: the content of {source} was withheld by the security check and not read."
+        return text
+
+    def _keep_draft(self, state: AskState, why: str) -> dict[str, Any]:
+        """A refinement that could not run: answer with the draft already validated, saying so."""
+        reasons = "; ".join((state.get("validation") or {}).get("reasons") or [])
+        return {
+            "answer": self._final_text(state, state.get("draft") or "", "; ".join(r for r in (reasons, why) if r)),
+            "status": "answered",
+            "decisions": self._decision(state, "reason", "KEEP_DRAFT", why[:500]),
         }
 
     async def validate(self, state: AskState) -> dict[str, Any]:
@@ -381,6 +414,9 @@ class GraphBuilder:
         v = deep.score_draft(state["question"], state.get("draft") or "", state.get("evidence") or [], deep.context_messages({**retrieved, "documents": []}), state.get("finish_reason") or "stop")
         result = v.to_dict(self.deep.min_confidence)
         refinements_left = min(self.deep.max_refinements, self.max_visits - 1) - state.get("refinements", 0)
+        if refinements_left > 0 and not result["passed"] and context.remaining(float("inf")) < 1.5 * (state.get("draft_s") or 0.0) + 1.0:
+            refinements_left = 0  # another draft would not finish before the deadline
+            v.reasons.append("no time left to refine")
         update: dict[str, Any] = {
             "validation": result,
             "confidence": result["confidence"],
@@ -388,12 +424,8 @@ class GraphBuilder:
         }
         if not result["passed"] and refinements_left > 0:
             return update
-        text = (state.get("draft") or "").strip() or "I couldn't produce an answer to that."
-        if not result["passed"]:
-            text += LOW_CONFIDENCE_NOTE.format(reasons="; ".join(v.reasons) or "low confidence")
-        for source in dict.fromkeys(state.get("withheld") or []):
-            text += f"\n\nNote: the content of {source} was withheld by the security check and not read."
-        update.update(answer=text, status="answered")
+        low = None if result["passed"] else ("; ".join(v.reasons) or "low confidence")
+        update.update(answer=self._final_text(state, state.get("draft") or "", low), status="answered")
         return update
 
     async def output_check(self, state: AskState) -> dict[str, Any]:

@@ -26,6 +26,7 @@ class AskState(TypedDict, total=False):
     retrieved: dict[str, Any] | None  # summary, turns, similar, documents
     transcript: list[dict[str, Any]]  # the chat messages of the deep tier's tool rounds
     draft: str | None
+    draft_s: float | None  # how long the last draft took (validate will not start one that cannot finish)
     finish_reason: str | None
     evidence: list[str]  # what tools and documents told the model (checked by security)
     validation: dict[str, Any] | None
@@ -79,6 +80,7 @@ def fresh_run(
         retrieved=None,
         transcript=[],
         draft=None,
+        draft_s=None,
         finish_reason=None,
         evidence=[],
         validation=None,
