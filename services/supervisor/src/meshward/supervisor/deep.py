@@ -16,6 +16,7 @@ from typing import Any
 from meshward.contracts import ChatMessage, ChatRole, ToolSpec
 from meshward.contracts.llm import MAX_PROMPT_CHARS
 
+from .documents import STOP_WORDS, content_words
 from .planner import TOOLS_FOR_INTENT, data_of, text_of
 
 SYSTEM_PROMPT = (
@@ -135,17 +136,12 @@ def fit(messages: list[ChatMessage], budget: int = MAX_PROMPT_CHARS) -> list[Cha
 
 
 # -- validation -----------------------------------------------------------------------------------
-_WORD = re.compile(r"[a-z][a-z0-9]{2,}")
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)?")
-_STOP = frozenset(
-    "the and for are was were with that this what which who whom whose does did from have has had about into over "
-    "your you yours they them their there here then than when where why how can could would should will shall may "
-    "might must not any all some tell say says said please explain show give while very much many also just like".split()
-)
+_STOP = STOP_WORDS | frozenset("explain show give while very much many also just like".split())
 
 
 def _words(text: str) -> set[str]:
-    return {w.rstrip("s") for w in _WORD.findall(text.lower()) if w not in _STOP}
+    return content_words(text, _STOP)
 
 
 def _repetitive(text: str) -> bool:
