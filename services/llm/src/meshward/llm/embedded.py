@@ -136,9 +136,10 @@ class EmbeddedBackend:
         # The runtime also opens a loopback HTTP door of its own, which this service never uses: a key nobody
         # knows shuts it.
         params.api_keys = [secrets.token_urlsafe(32)]
-        threads = self._settings.threads or os.cpu_count() or 1
-        params.cpuparams.n_threads = threads
-        params.cpuparams_batch.n_threads = threads
+        threads = self._settings.threads or max(1, (os.cpu_count() or 2) // 2)
+        for cpu in (params.cpuparams, params.cpuparams_batch):
+            cpu.n_threads = threads
+            cpu.poll = self._settings.poll
         params.n_gpu_layers = 999 if self._settings.device == "cuda" else 0
         return xllamacpp.Server(params)
 
@@ -162,6 +163,7 @@ class EmbeddedBackend:
             "max_tokens": max(1, min(request.max_tokens, slot_tokens - self.max_prompt_chars // 3)),
             "temperature": request.temperature,
             "stream": True,  # always: the token callback is where a generation can be stopped
+            "stream_options": {"include_usage": True},
         }
         if tools:
             body["response_format"] = {"type": "json_schema", "json_schema": {"name": "reply", "schema": reply_schema(request.tools)}}
@@ -224,6 +226,10 @@ class EmbeddedBackend:
                 if chunk.get("usage"):
                     usage = Usage(prompt_tokens=chunk["usage"].get("prompt_tokens", 0),
                                   completion_tokens=chunk["usage"].get("completion_tokens", 0))
+                elif chunk.get("timings"):  # llama.cpp's own counts: the prompt is cached plus evaluated tokens
+                    t = chunk["timings"]
+                    usage = Usage(prompt_tokens=t.get("prompt_n", 0) + t.get("cache_n", 0),
+                                  completion_tokens=t.get("predicted_n", 0))
                 for choice in chunk.get("choices") or []:
                     delta = (choice.get("delta") or {}).get("content")
                     if delta and size < MAX_ANSWER_CHARS:

