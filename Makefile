@@ -56,6 +56,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/security_layers.py
 	$(BIN)/python bench/tools.py
 	$(BIN)/python bench/memory.py
+	$(BIN)/python bench/llm.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache

@@ -14,7 +14,8 @@ Overhead = p50 via the failure - p50 direct, measured in the same run.
     .venv/bin/python bench/llm.py [--runs 5] [--tokens 64] [--chain-calls 200] [--transformers]
 
 --transformers also loads the same GGUF into torch through transformers (the alternative the README
-compares against; needs the `gguf` package, not a meshward dependency) and measures it the same way.
+compares against; needs the `gguf` and `accelerate` packages, not meshward dependencies) and measures it
+the same way.
 """
 from __future__ import annotations
 
@@ -36,9 +37,14 @@ from meshward.llm.settings import LLMSettings  # noqa: E402
 QUESTION = "Why would load average be high while CPU usage is low?"
 
 
+_asked = iter(range(1 << 30))
+
+
 def request(tokens: int) -> ChatRequest:
-    return ChatRequest(messages=[ChatMessage(role=ChatRole.USER, content=QUESTION)], max_tokens=tokens,
-                       temperature=0.0)
+    # A different first word each time: llama.cpp reuses the cached prompt prefix, and a repeated question
+    # would hide the prompt's evaluation from the first-token latency.
+    text = f"Question {next(_asked)}: {QUESTION}"
+    return ChatRequest(messages=[ChatMessage(role=ChatRole.USER, content=text)], max_tokens=tokens, temperature=0.0)
 
 
 async def one(backend, tokens: int) -> tuple[float, float, int, float]:
@@ -152,6 +158,7 @@ async def main() -> None:
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--chain-calls", type=int, default=200)
     ap.add_argument("--transformers", action="store_true")
+    ap.add_argument("--skip-chain", action="store_true")
     args = ap.parse_args()
     print(f"machine: {machine()}")
     print(f"\nembedded SmolLM2-135M-Instruct Q4_1 (xllamacpp), {args.tokens} tokens per answer, {args.runs} rounds")
@@ -164,6 +171,8 @@ async def main() -> None:
         t = await asyncio.to_thread(transformers_figures, args.runs, args.tokens)
         print(f"\ntransformers + torch (same GGUF, de-quantized to fp32), 1 at a time: load {t['load_s']:.1f} s, "
               f"first token p50 {t['first_ms']['p50']:.0f} ms, decode {t['decode_tps']:.1f} tok/s")
+    if args.skip_chain:
+        return
     print(f"\nprovider chain, loopback OpenAI-compatible servers, {args.chain_calls} sequential calls each")
     results = await chain_overhead(args.chain_calls)
     base = results["direct"]["p50"]

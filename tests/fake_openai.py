@@ -77,7 +77,7 @@ class FakeOpenAI:
         self._handler = Handler
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True)
 
     def _serve(self, h: BaseHTTPRequestHandler, request: dict[str, Any], reply: Reply) -> None:
         model = self.model

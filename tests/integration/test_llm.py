@@ -130,6 +130,7 @@ async def test_embedded_model_answers_streams_and_calls_tools(service_env, bus):
     from meshward.llm.handlers import create_service
 
     service_env.delenv("MESHWARD_LLM_PROVIDERS", raising=False)
+    service_env.setenv("MESHWARD_LLM_MAX_CONCURRENCY", "1")  # one slot: a generation left running would block the next
     svc = create_service()
     await svc.start()
     try:
@@ -147,6 +148,20 @@ async def test_embedded_model_answers_streams_and_calls_tools(service_env, bus):
                                                         temperature=0.0, max_tokens=64), ChatResponse, timeout=120)
         assert tool.finish_reason == "tool_calls"
         assert [(c.name, c.arguments) for c in tool.message.tool_calls] == [("system_status", {"metric": "disk"})]
+        # A reply cut short (3 tokens cannot hold the JSON) is a typed failure, not a crash or a guess.
+        with pytest.raises(RemoteError) as cut:
+            await bus.request(subjects.LLM_CHAT, ask("How much disk space is free?", tools=[STATUS_TOOL],
+                                                     temperature=0.0, max_tokens=3), ChatResponse, timeout=120)
+        assert cut.value.code == ErrorCode.UNAVAILABLE and "unusable" in cut.value.error.message
+
+        # A caller whose deadline passes: a typed error, and the generation stops at its next token, so the slot
+        # is free for the next question (which otherwise waits for 4,000 tokens).
+        with pytest.raises(RemoteError) as e:
+            await bus.request(subjects.LLM_CHAT, ask("Count from 1 to 5000, one number per line.", max_tokens=4_000,
+                                                     temperature=0.0), ChatResponse, timeout=1.0)
+        assert e.value.code == ErrorCode.DEADLINE_EXCEEDED
+        after = await bus.request(subjects.LLM_CHAT, ask("Say hello.", max_tokens=8), ChatResponse, timeout=60)
+        assert after.message.content
 
     finally:
         await svc.stop()

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 
 import pytest
 from meshward.contracts import AttemptOutcome, ChatMessage, ChatRequest, ChatRole, ToolSpec
@@ -194,3 +195,18 @@ def test_provider_settings_are_validated(monkeypatch):
     monkeypatch.setenv("MESHWARD_LLM_PROVIDERS", '[{"name": "a", "base_url": "not a url", "model": "m"}]')
     with pytest.raises(ValueError):
         LLMSettings()
+
+
+async def test_the_callers_deadline_bounds_the_chain_and_the_error_names_each_provider():
+    from meshward.bus import context
+
+    with FakeOpenAI(default=Reply(kind="hang")) as hang, FakeOpenAI() as good:
+        async with started(chain(hang.base_url, good.base_url, timeout_s=60)) as c:
+            token = context.set_deadline(time.time() + 1.0)
+            try:
+                with pytest.raises(LLMError) as e:
+                    await c.chat(ChatRequest(messages=QUESTION), None)
+            finally:
+                context.reset_deadline(token)
+    assert outcomes(e.value.attempts) == [("p0", AttemptOutcome.TIMEOUT), ("p1", AttemptOutcome.TIMEOUT)]
+    assert "no time left" in e.value.attempts[1].detail and good.requests == []

