@@ -16,6 +16,7 @@ from meshward.devstack.launcher import Console, Stack
 from meshward.devstack.nats_server import free_port
 
 from tests.fake_openai import FakeOpenAI, Reply, dead_url
+from tests.sse import sse_events
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -35,17 +36,6 @@ async def llm_ready(http: httpx.AsyncClient, timeout_s: float = 180.0) -> None:
             return
         await asyncio.sleep(0.5)
     pytest.fail(f"the llm service did not become ready: {body['services'].get('llm')}")
-
-
-def sse_events(text: str) -> list[tuple[str, dict]]:
-    out = []
-    for block in text.replace("\r\n", "\n").split("\n\n"):
-        lines = block.splitlines()
-        event = next((line[6:].strip() for line in lines if line.startswith("event:")), None)
-        data = "\n".join(line[5:].strip() for line in lines if line.startswith("data:"))
-        if event and data:
-            out.append((event, json.loads(data)))
-    return out
 
 
 async def test_the_embedded_model_answers_an_open_question_in_the_deep_tier(system):

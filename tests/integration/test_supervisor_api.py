@@ -3,7 +3,6 @@ the deep tier's response fields, Server-Sent Events, and typed 4xx for bad input
 from __future__ import annotations
 
 import asyncio
-import json
 
 import httpx
 import pytest
@@ -13,6 +12,7 @@ from meshward.devstack.nats_server import free_port
 from meshward.supervisor.api import create_app
 from meshward.supervisor.settings import SupervisorSettings
 
+from tests.sse import sse_events
 from tests.unit.supervisor.fakes import FakePorts, reply
 
 LOAD_QUESTION = "Why would load average be high while CPU usage is low?"
@@ -39,20 +39,6 @@ async def serve(tmp_path):
     for server, task in servers:
         server.should_exit = True
         await task
-
-
-def sse_events(text: str) -> list[tuple[str, dict]]:
-    out = []
-    for block in text.replace("\r\n", "\n").split("\n\n"):
-        event, data = None, []
-        for line in block.splitlines():
-            if line.startswith("event:"):
-                event = line[6:].strip()
-            elif line.startswith("data:"):
-                data.append(line[5:].strip())
-        if event and data:
-            out.append((event, json.loads("\n".join(data))))
-    return out
 
 
 async def test_deep_answer_carries_tier_model_confidence_and_usage(serve):

@@ -316,3 +316,23 @@ async def test_no_refinement_is_started_that_cannot_finish_before_the_deadline()
     r = await asker_for(ports, timeout_s=0.8).ask("Can you summarize our conversation?")
     assert r.status == "answered" and r.route.count("reason") == 1
     assert "no time left to refine" in r.answer
+
+
+async def test_a_provider_restart_mid_stream_reaches_the_reader():
+    class Restarting(FakePorts):
+        async def chat(self, request, on_token=None, timeout=None):
+            if on_token:
+                on_token("Half an ans", False)
+                on_token("", True)  # that provider died; the next one starts over
+            return await super().chat(request, on_token, timeout)
+
+    events = []
+
+    async def sink(event, data):
+        events.append((event, data))
+
+    ports = Restarting(intent="diagnostics", tools=("cli_execute",), chat=[reply(LOAD_ANSWER)])
+    await asker_for(ports).ask(LOAD_QUESTION, sink=sink)
+    tokens = [d for e, d in events if e == "token"]
+    restart = next(i for i, d in enumerate(tokens) if d["restart"])
+    assert "".join(d["delta"] for d in tokens[restart + 1 :]).strip() == LOAD_ANSWER
