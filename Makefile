@@ -57,6 +57,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/tools.py
 	$(BIN)/python bench/memory.py
 	$(BIN)/python bench/llm.py
+	$(BIN)/python bench/deep.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache
