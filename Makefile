@@ -58,6 +58,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/memory.py
 	$(BIN)/python bench/llm.py
 	$(BIN)/python bench/load.py --duration 30 --faults
+	$(BIN)/python bench/deep.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache

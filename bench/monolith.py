@@ -54,7 +54,7 @@ class LocalPorts:
             classifier = ScopeClassifier(scope, get_encoder())
             self._classify = lambda text, attached: asyncio.to_thread(classifier.classify, text, attached)
 
-    async def check_security(self, text: str, thread_id: str | None) -> SecurityVerdict:
+    async def check_security(self, text: str, thread_id: str | None, context: list[str] | None = None) -> SecurityVerdict:
         return await self.decider.decide(text)
 
     async def classify_intent(self, text: str, has_attachments: bool) -> IntentResult:

@@ -41,6 +41,10 @@ async def system(otlp, upstreams):
         "MESHWARD_MEMORY_CONTEXT_THRESHOLD_TOKENS": "60",
         "MESHWARD_MEMORY_CONTEXT_MAX_TOKENS": "400",
         "MESHWARD_MEMORY_CONTEXT_KEEP_LAST": "2",
+        # the embedded model on a shared 2-core CPU: short drafts, and room for a slow one
+        "MESHWARD_LLM_MAX_TOKENS": "160",
+        "MESHWARD_DEEP_TIMEOUT_S": "300",
+        "MESHWARD_LLM_REQUEST_TIMEOUT_S": "300",
         **upstreams.env(),
     }
     stack = Stack(data_dir, port, None, Console(log), extra_env=env)

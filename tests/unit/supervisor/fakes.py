@@ -3,12 +3,15 @@ from __future__ import annotations
 
 from meshward.contracts import (
     DataContent,
+    ChatResponse,
+    ContextReply,
     DecidingLayer,
     ErrorCode,
     ErrorReply,
     IntentResult,
     OutputVerdict,
     RemoteError,
+    SearchReply,
     SecurityVerdict,
     TextContent,
     ThreatCategory,
@@ -18,22 +21,43 @@ from meshward.contracts import (
 )
 
 
+def reply(content="", tool_calls=(), finish_reason=None, provider="fake", model="tiny", prompt_tokens=10, completion_tokens=5):
+    """A scripted ChatResponse: text, or tool calls given as (id, name, arguments)."""
+    calls = [{"id": i, "name": n, "arguments": a} for i, n, a in tool_calls]
+    return ChatResponse.model_validate({
+        "message": {"role": "assistant", "content": content, "tool_calls": calls},
+        "finish_reason": finish_reason or ("tool_calls" if calls else "stop"),
+        "provider": provider,
+        "model": model,
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens},
+    })
+
+
 class FakePorts:
-    def __init__(self, intent="calculation", in_scope=True, threat=None, tool_error=None, fail=None, leak=False, tools=("calculator",), results=None):
+    def __init__(self, intent="calculation", in_scope=True, threat=None, tool_error=None, fail=None, leak=False, tools=("calculator",), results=None,
+                 chat=(), content_threats=(), context=None, similar=()):
         self.intent, self.in_scope, self.threat = intent, in_scope, threat
         self.tool_error, self.fail, self.leak, self.tools = tool_error, fail, leak, tools
         self.results = results or {}  # tool name -> list of content dicts
+        self.chat_script = list(chat)  # ChatResponse or Exception, one per chat call
+        self.content_threats = set(content_threats)  # sources whose content security blocks
+        self.context = context  # ContextReply for the thread, or None
+        self.similar = list(similar)  # Hits of memory.search
         self.events = []
         self.calls = []
         self.tool_calls = []
+        self.chat_requests = []
+        self.content_checks = []
+        self.security_contexts = []
 
     def _maybe_fail(self, name):
         self.calls.append(name)
         if self.fail == name:
             raise RemoteError(ErrorReply.of(ErrorCode.UNAVAILABLE, f"no service answers {name}"))
 
-    async def check_security(self, text, thread_id):
+    async def check_security(self, text, thread_id, context=None):
         self._maybe_fail("security")
+        self.security_contexts.append(list(context or []))
         if self.threat:
             return SecurityVerdict(allowed=False, threat_category=ThreatCategory(self.threat), score=0.97, layer=DecidingLayer.RULES, reason="rule")
         return SecurityVerdict(allowed=True, score=0.0, layer=DecidingLayer.NONE)
@@ -60,6 +84,34 @@ class FakePorts:
         if self.leak:
             return OutputVerdict(safe=False, leak="secret", redacted_answer="key is [REDACTED]")
         return OutputVerdict(safe=True)
+
+    async def check_content(self, text, source, thread_id=None):
+        self._maybe_fail("content")
+        self.content_checks.append((source, text))
+        if source in self.content_threats:
+            return SecurityVerdict(allowed=False, threat_category=ThreatCategory.ROLE_MANIPULATION, score=0.99, layer=DecidingLayer.CLASSIFIER, source=source)
+        return SecurityVerdict(allowed=True, score=0.01, layer=DecidingLayer.NONE, source=source)
+
+    async def thread_context(self, thread_id):
+        self._maybe_fail("memory")
+        return self.context or ContextReply(thread_id=thread_id, turns=[], tokens=0, compressed=False)
+
+    async def search_memory(self, query, k):
+        self._maybe_fail("memory")
+        return SearchReply(hits=self.similar[:k])
+
+    async def chat(self, request, on_token=None, timeout=None):
+        self._maybe_fail("llm")
+        self.chat_requests.append(request)
+        if not self.chat_script:
+            raise AssertionError("the graph asked the LLM more often than the test scripted")
+        step = self.chat_script.pop(0)
+        if isinstance(step, Exception):
+            raise step
+        if on_token and step.message.content:
+            for word in step.message.content.split(" "):
+                on_token(word + " ", False)
+        return step
 
     def emit(self, subject, event):
         self.events.append((subject, event))

@@ -20,13 +20,13 @@ async def test_in_scope_question_goes_through_every_agent_in_order():
     ports = FakePorts()
     r = await asker_for(ports).ask("Calculate 15 * 23 + 7")
     assert r.status == "answered"
-    assert r.route == ["security", "intent", "plan", "tools", "answer", "output_check"]
+    assert r.route == ["security", "intent", "assess", "tools", "answer", "output_check"]
     assert r.answer == "15 * 23 + 7 = 352"
     assert r.tools_used == ["calculator"]
     routing = [e for s, e in ports.events if s == subjects.EVENT_ROUTING]
-    assert [e.decision for e in routing] == ["intent", "plan", "tools", "answer", "output_check", FINISH]
+    assert [e.decision for e in routing] == ["intent", "assess", "tools", "answer", "output_check", FINISH]
     done = [e for s, e in ports.events if s == subjects.EVENT_INTERACTION]
-    assert len(done) == 1 and done[0].answer == r.answer and [d.agent for d in done[0].decisions] == ["security", "intent"]
+    assert len(done) == 1 and done[0].answer == r.answer and [d.agent for d in done[0].decisions] == ["security", "intent", "assess"]
 
 
 async def test_threat_is_refused_before_intent():

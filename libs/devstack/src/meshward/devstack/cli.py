@@ -47,7 +47,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
         return 1
     print(data["answer"])
     extra = f" [{data['refusal_reason']}{': ' + data['threat_category'] if data.get('threat_category') else ''}]" if data.get("refusal_reason") else ""
-    print(f"\n{data['status']}{extra} · route: {' -> '.join(data['route'])} · tools: {', '.join(data['tools_used']) or '-'}")
+    tier = f" · {data['tier']} tier" + (f" ({data['model']}, confidence {data['confidence']:.2f})" if data.get("model") and data.get("confidence") is not None else "") if data.get("tier") else ""
+    print(f"\n{data['status']}{extra} · route: {' -> '.join(data['route'])} · tools: {', '.join(data['tools_used']) or '-'}{tier}")
     print(f"thread {data['thread_id']} · trace {data['trace_id']} · {data['duration_ms']:.1f} ms")
     return 0
 
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     ask.add_argument("question")
     ask.add_argument("--thread", help="continue this thread id")
     ask.add_argument("--url", default=_default_url())
-    ask.add_argument("--timeout", type=float, default=60.0)
+    ask.add_argument("--timeout", type=float, default=150.0)  # a deep-tier answer on CPU takes a while
     ask.add_argument("--json", action="store_true", help="print the whole response")
     ask.set_defaults(fn=cmd_ask)
     train = sub.add_parser("train", help="build a fine-tuned classifier (security, intent or all); cached by a hash "

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from contextlib import AsyncExitStack, asynccontextmanager
 
@@ -26,10 +27,11 @@ from meshward.contracts import (
     SearchRequest,
     subjects,
 )
+from sse_starlette import EventSourceResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .asker import Asker
-from .graph import GraphBuilder
+from .graph import DeepConfig, GraphBuilder
 from .http_tracing import HttpServerMiddleware
 from .models import THREAD_ID_PATTERN, AskRequest, AskResponse, ErrorResponse
 from .ports import AgentPorts, NatsPorts
@@ -37,10 +39,58 @@ from .settings import SupervisorSettings
 
 log = logging.getLogger(__name__)
 DEPENDENCIES = ("security", "intent", "tools", "memory")
+OPTIONAL = ("llm",)  # the deep tier: without it the fast tier still answers
 
 
 def _error(status: int, code: str, message: str, details: list | None = None) -> JSONResponse:
     return JSONResponse(status_code=status, content={"error": {"code": code, "message": message, "details": details or []}})
+
+
+def deep_config(settings: SupervisorSettings) -> DeepConfig:
+    return DeepConfig(
+        enabled=settings.deep_tier,
+        timeout_s=settings.deep_timeout_s,
+        min_confidence=settings.validation_min_confidence,
+        max_refinements=settings.max_refinements,
+        max_tool_rounds=settings.max_tool_rounds,
+        max_tokens=settings.llm_max_tokens,
+        temperature=settings.llm_temperature,
+        mcp_tools=settings.deep_mcp_tools,
+        context_turns=settings.context_turns,
+        similar_k=settings.similar_k,
+        similar_min_similarity=settings.similar_min_similarity,
+    )
+
+
+def stream_answer(asker: Asker, body: AskRequest) -> EventSourceResponse:
+    """Server-Sent Events: `step` after each graph step, `token` as the answer's tokens arrive,
+    then `answer` (the AskResponse). The run is a task of its own, cancelled if the client leaves."""
+    queue: asyncio.Queue[tuple[str, dict] | None] = asyncio.Queue()
+
+    async def sink(event: str, data: dict) -> None:
+        queue.put_nowait((event, data))
+
+    async def run() -> None:
+        try:
+            response = await asker.ask(body.question, body.thread_id, [a.model_dump() for a in body.attachments], sink=sink)
+            queue.put_nowait(("answer", response.model_dump(mode="json")))
+        except Exception:  # noqa: BLE001 - the stream ends with a typed error event instead of a cut connection
+            log.exception("streamed question failed")
+            queue.put_nowait(("error", {"error": {"code": "internal", "message": "internal error; the trace id in the logs tells what failed", "details": []}}))
+        finally:
+            queue.put_nowait(None)
+
+    async def events():
+        task = asyncio.create_task(run())
+        try:
+            while (item := await queue.get()) is not None:
+                event, data = item
+                yield {"event": event, "data": json.dumps(data, ensure_ascii=False)}
+        finally:
+            if not task.done():
+                task.cancel()
+
+    return EventSourceResponse(events(), ping=15)
 
 
 def create_app(settings: SupervisorSettings | None = None, local_ports: AgentPorts | None = None) -> FastAPI:
@@ -62,8 +112,8 @@ def create_app(settings: SupervisorSettings | None = None, local_ports: AgentPor
                 ports = local_ports
             settings.checkpoint_db.parent.mkdir(parents=True, exist_ok=True)
             saver = await stack.enter_async_context(AsyncSqliteSaver.from_conn_string(str(settings.checkpoint_db)))
-            graph = GraphBuilder(ports, max_visits=settings.max_node_visits).build(checkpointer=saver)
-            app.state.asker = Asker(graph, ports, timeout_s=settings.ask_timeout_s, recursion_limit=settings.recursion_limit)
+            graph = GraphBuilder(ports, max_visits=settings.max_node_visits, deep_config=deep_config(settings)).build(checkpointer=saver)
+            app.state.asker = Asker(graph, ports, timeout_s=settings.ask_timeout_s, recursion_limit=settings.recursion_limit, deep_timeout_s=settings.deep_timeout_s)
             yield
 
     app = FastAPI(title="meshward", version="0.1.0", lifespan=lifespan)
@@ -98,14 +148,15 @@ def create_app(settings: SupervisorSettings | None = None, local_ports: AgentPor
             except RemoteError as e:
                 return name, e
 
-        results = dict(await asyncio.gather(*(probe(n) for n in DEPENDENCIES)))
+        results = dict(await asyncio.gather(*(probe(n) for n in (*DEPENDENCIES, *OPTIONAL))))
         services = {}
         missing = []
         for name, r in results.items():
             if isinstance(r, HealthReply) and r.ready:
                 services[name] = {"ready": True, "instance": r.instance, "details": r.details}
             else:
-                missing.append(name)
+                if name not in OPTIONAL:
+                    missing.append(name)
                 services[name] = {"ready": False, "error": r.error.message if isinstance(r, RemoteError) else "not ready"}
         body = {"status": "ok" if not missing else "unavailable", "missing": missing, "services": services}
         return JSONResponse(status_code=200 if not missing else 503, content=body)
@@ -142,10 +193,16 @@ def create_app(settings: SupervisorSettings | None = None, local_ports: AgentPor
             return _error(404, "not_found", f"no learned threat {threat_id}")
         return reply
 
-    @app.post("/v1/ask", response_model=AskResponse, responses={400: {"model": ErrorResponse}, 413: {"model": ErrorResponse}, 422: {"model": ErrorResponse}})
+    @app.post(
+        "/v1/ask",
+        response_model=AskResponse,
+        responses={200: {"content": {"text/event-stream": {}}}, 400: {"model": ErrorResponse}, 413: {"model": ErrorResponse}, 422: {"model": ErrorResponse}},
+    )
     async def ask(body: AskRequest) -> AskResponse:
         if len(body.question) > settings.max_question_chars:
             return _error(422, "too_large", f"question is {len(body.question)} characters; the limit is {settings.max_question_chars}")
+        if body.stream:
+            return stream_answer(app.state.asker, body)
         return await app.state.asker.ask(body.question, body.thread_id, [a.model_dump() for a in body.attachments])
 
     return app

@@ -5,6 +5,8 @@ import asyncio
 import logging
 import time
 import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from meshward.bus import context
 from meshward.bus.tracing import current_trace_id
@@ -26,25 +28,57 @@ def images_of(results: list[dict]) -> list[dict[str, str]]:
     ]
 
 
+DEADLINE_GRACE_S = 3.0
+
+# (event name, data): "step" after each graph step, "token" as the answer's tokens arrive
+Sink = Callable[[str, dict[str, Any]], Awaitable[None]]
+
+
 class Asker:
-    def __init__(self, graph, ports: AgentPorts, timeout_s: float = 30.0, recursion_limit: int = 40):
+    def __init__(self, graph, ports: AgentPorts, timeout_s: float = 30.0, recursion_limit: int = 40, deep_timeout_s: float | None = None):
         self.graph = graph
         self.ports = ports
         self.timeout_s = timeout_s
+        # the fast tier's hops run under timeout_s; deep-tier nodes take their own, longer deadline (graph.py)
+        # plus a grace so that a node's own deadline error (naming what failed) wins over this blunt stop
+        self.total_timeout_s = max(timeout_s, deep_timeout_s or 0.0) + DEADLINE_GRACE_S
         self.recursion_limit = recursion_limit
 
-    async def ask(self, question: str, thread_id: str | None = None, attachments: list[dict[str, str]] | None = None) -> AskResponse:
+    async def _run(self, inputs, config, sink: Sink | None) -> dict[str, Any]:
+        if sink is None:
+            return await self.graph.ainvoke(inputs, config, durability="exit")
+        state: dict[str, Any] = {}
+        async for mode, chunk in self.graph.astream(inputs, config, stream_mode=["updates", "custom", "values"], durability="exit"):
+            if mode == "values":
+                state = chunk
+            elif mode == "updates":
+                for node, update in chunk.items():
+                    step = (update or {}).get("steps") or [{}]
+                    await sink("step", {"node": node, "ms": step[-1].get("ms"), "next": (update or {}).get("next")})
+            else:
+                await sink("token", chunk)
+        return state
+
+    async def ask(
+        self,
+        question: str,
+        thread_id: str | None = None,
+        attachments: list[dict[str, str]] | None = None,
+        sink: Sink | None = None,
+    ) -> AskResponse:
         start = time.perf_counter()
+        started_at = time.time()
         thread_id = thread_id or uuid.uuid4().hex
         request_id = context.new_request_id()
-        d_token = context.set_deadline(time.time() + self.timeout_s)
+        d_token = context.set_deadline(started_at + self.timeout_s)
         r_token = context.set_request_id(request_id)
         config = {"configurable": {"thread_id": thread_id}, "recursion_limit": self.recursion_limit}
+        inputs = fresh_run(question, thread_id, request_id, attachments, started_at=started_at, stream=sink is not None)
         try:
-            async with asyncio.timeout(self.timeout_s):
-                state = await self.graph.ainvoke(fresh_run(question, thread_id, request_id, attachments), config, durability="exit")
+            async with asyncio.timeout(self.total_timeout_s):
+                state = await self._run(inputs, config, sink)
         except TimeoutError:
-            state = {"status": "error", "answer": f"Sorry, that took longer than {self.timeout_s:.0f}s and was stopped. Please try again.", "route": [], "tools_used": []}
+            state = {"status": "error", "answer": f"Sorry, that took longer than {self.total_timeout_s - DEADLINE_GRACE_S:.0f}s and was stopped. Please try again.", "route": [], "tools_used": []}
         finally:
             context.reset_deadline(d_token)
             context.reset_request_id(r_token)
@@ -65,6 +99,12 @@ class Asker:
             request_id=request_id,
             steps=state.get("steps", []),
             images=images_of(state.get("tool_results") or []),
+            tier=state.get("tier"),
+            tier_reason=state.get("tier_reason"),
+            model=f"{llm['provider']}/{llm['model']}" if (llm := state.get("llm")) else None,
+            confidence=state.get("confidence"),
+            usage=state.get("usage") or {},
+            withheld=list(dict.fromkeys(state.get("withheld") or [])),
         )
         # Stored in the stream (publish ack) before the answer goes out: a crash right after answering loses
         # nothing, and a history read after the answer finds the event (memory waits for its consumer to reach

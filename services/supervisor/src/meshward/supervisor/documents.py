@@ -7,7 +7,7 @@ import re
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n{2,}")
 _WORD = re.compile(r"[a-z0-9]{3,}")
-_STOP = frozenset(
+STOP_WORDS = _STOP = frozenset(
     "the and for are was were with that this what which who whom whose does did from have has had about into over "
     "your you yours they them their there here then than when where why how can could would should will shall may "
     "might must not any all some tell say says said document pdf file attached attachment page pages please".split()
@@ -17,8 +17,12 @@ _SUMMARY = re.compile(r"\b(summar\w*|overview|gist|tl;?dr|what(?:'s| is) (?:this
 MAX_QUOTE_CHARS = 1_200
 
 
-def _words(text: str) -> set[str]:
-    return {w.rstrip("s") for w in _WORD.findall(text.lower()) if w not in _STOP}
+def content_words(text: str, stop: frozenset[str] = _STOP) -> set[str]:
+    """Lower-cased words of 3+ characters, plural -s dropped, stop words left out."""
+    return {w.rstrip("s") for w in _WORD.findall(text.lower()) if w not in stop}
+
+
+_words = content_words
 
 
 def _sentences(text: str) -> list[str]:

@@ -2,7 +2,9 @@
 
 START -> security; after every agent the supervisor picks the next step from
 state (decide(), the one routing rule) and publishes that decision as a routing
-event. The supervisor runs as part of the agent's step rather than as a node of
+event. In scope, `assess` picks the tier: fast (template plan -> tools -> answer)
+or deep (retrieve -> reason -> validate, refining at most twice); output_check
+runs last on every answer. The supervisor runs as part of the agent's step rather than as a node of
 its own: the same rule, half the LangGraph supersteps (each costs ~0.5 ms).
 Agent steps are calls through AgentPorts (NATS requests in production). Any
 failure lands in `error`, which the supervisor routes to the error node; a hard
@@ -13,22 +15,46 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
+from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
-from meshward.bus import tracer
+from meshward.bus import context, tracer
 from meshward.bus.tracing import current_trace_id
-from meshward.contracts import OUT_OF_SCOPE, RemoteError, RoutingDecision, subjects
+from meshward.contracts import OUT_OF_SCOPE, ChatMessage, ChatRequest, ChatRole, RemoteError, RoutingDecision, subjects
 from opentelemetry.trace import Status, StatusCode
 
+from . import deep
+from .assess import assess
 from .planner import Plan, compose_answer, plan, resolve_arguments
+from .planner import ToolCall as _Call
 from .ports import AgentPorts
 from .state import AskState
 
 _tracer = tracer("meshward.supervisor")
 
-AGENTS = ("security", "intent", "plan", "tools", "answer", "output_check", "refuse", "error")
+AGENTS = ("security", "intent", "assess", "tools", "answer", "retrieve", "reason", "validate", "output_check", "refuse", "error")
 FINISH = "finish"
+MAX_CONTEXT_TURN_CHARS = 2_000
+LOW_CONFIDENCE_NOTE = "\n\n(Low confidence: this answer could not be fully checked against the tool results and context; {reasons}.)"
+
+
+@dataclass
+class DeepConfig:
+    """The deep tier's knobs (SupervisorSettings fills them in production)."""
+
+    enabled: bool = True
+    timeout_s: float = 120.0
+    min_confidence: float = 0.75
+    max_refinements: int = 2
+    max_tool_rounds: int = 3
+    max_tokens: int = 384
+    temperature: float = 0.2
+    mcp_tools: list[str] = field(default_factory=list)
+    context_turns: int = 5
+    similar_k: int = 3
+    similar_min_similarity: float = 0.6
 
 # Failures of these codes are the user's input, answered as such, not system errors.
 USER_ERROR_CODES = {"bad_request", "too_large", "refused", "not_found"}
@@ -64,13 +90,24 @@ def _rule(state: AskState) -> tuple[str, str]:
         return "intent", "intent unknown"
     if not intent["in_scope"]:
         return "refuse", f"off-topic (confidence {intent['confidence']:.2f})"
-    p = state.get("plan")
-    if p is None:
-        return "plan", f"in scope: {intent['intent']}"
-    if p["calls"] and state.get("tool_results") is None:
-        return "tools", f"{len(p['calls'])} tool call(s) planned"
-    if state.get("answer") is None:
-        return "answer", "results ready"
+    tier = state.get("tier")
+    if tier is None:
+        return "assess", f"in scope: {intent['intent']}"
+    if tier == "fast":
+        p = state["plan"]
+        if p["calls"] and state.get("tool_results") is None:
+            return "tools", f"fast tier: {len(p['calls'])} tool call(s) planned"
+        if state.get("answer") is None:
+            return "answer", "results ready"
+    elif state.get("answer") is None:
+        if state.get("retrieved") is None:
+            return "retrieve", f"deep tier: {state.get('tier_reason')}"
+        if state.get("draft") is None:
+            return "reason", "context ready"
+        validation = state.get("validation")
+        if validation is None:
+            return "validate", "draft ready"
+        return "reason", f"refine: confidence {validation['confidence']:.2f} ({'; '.join(validation.get('reasons') or [])})"
     if state.get("output") is None:
         return "output_check", "answer not checked yet"
     return FINISH, "answer checked"
@@ -81,16 +118,21 @@ def _next(state: AskState) -> str:
 
 
 class GraphBuilder:
-    def __init__(self, ports: AgentPorts, max_visits: int = 3, tool_catalog_ttl_s: float = 30.0):
+    def __init__(self, ports: AgentPorts, max_visits: int = 3, tool_catalog_ttl_s: float = 30.0, deep_config: DeepConfig | None = None):
         self.ports = ports
         self.max_visits = max_visits
-        self._catalog: tuple[float, set[str]] | None = None
+        self.deep = deep_config or DeepConfig()
+        self._catalog: tuple[float, list] | None = None
         self._catalog_ttl = tool_catalog_ttl_s
 
     # -- helpers ----------------------------------------------------------
     def _node(self, name: str, fn: Callable[[AskState], Awaitable[dict[str, Any]]]):
         async def run(state: AskState) -> dict[str, Any]:
             start = time.perf_counter()
+            # once assess chose the deep tier, every later step (output_check too) runs under the deep
+            # deadline, counted from the question's start
+            deep_run = state.get("tier") == "deep" and state.get("started_at")
+            token = context.set_deadline(state["started_at"] + self.deep.timeout_s) if deep_run else None
             with _tracer.start_as_current_span(f"node {name}", attributes={"langgraph.node": name}) as span:
                 try:
                     update = await fn(state)
@@ -101,6 +143,9 @@ class GraphBuilder:
                     span.record_exception(e)
                     span.set_status(Status(StatusCode.ERROR, type(e).__name__))
                     update = {"error": f"{name}: internal error ({type(e).__name__})"}
+                finally:
+                    if token is not None:
+                        context.reset_deadline(token)
             update.pop("error_code", None)
             visits = dict(state.get("visits", {}))
             visits[name] = visits.get(name, 0) + 1
@@ -115,19 +160,23 @@ class GraphBuilder:
 
         return run
 
-    async def _available_tools(self) -> set[str]:
+    async def _tool_specs(self) -> list:
         now = time.monotonic()
         if self._catalog is None or now - self._catalog[0] > self._catalog_ttl:
             catalog = await self.ports.list_tools()
-            self._catalog = (now, {t.name for t in catalog.tools})
+            self._catalog = (now, list(catalog.tools))
         return self._catalog[1]
+
+    async def _available_tools(self) -> set[str]:
+        return {t.name for t in await self._tool_specs()}
 
     def _decision(self, state: AskState, agent: str, decision: str, reasoning: str) -> list[dict[str, str]]:
         return [*state.get("decisions", []), {"agent": agent, "decision": decision, "reasoning": reasoning}]
 
     # -- agents -----------------------------------------------------------
     async def security(self, state: AskState) -> dict[str, Any]:
-        verdict = await self.ports.check_security(state["question"], state.get("thread_id"))
+        recent = [t["question"][:MAX_CONTEXT_TURN_CHARS] for t in state.get("history", [])[-self.deep.context_turns :]] if self.deep.context_turns else []
+        verdict = await self.ports.check_security(state["question"], state.get("thread_id"), recent)
         decision = "ALLOW" if verdict.allowed else "BLOCK"
         return {
             "security": verdict.model_dump(mode="json"),
@@ -142,7 +191,8 @@ class GraphBuilder:
             "decisions": self._decision(state, "intent", result.intent, f"{result.method} confidence {result.confidence:.2f}"),
         }
 
-    async def plan(self, state: AskState) -> dict[str, Any]:
+    async def assess(self, state: AskState) -> dict[str, Any]:
+        """Complexity analysis: the template plan is made here, and kept when the fast tier answers."""
         p = plan(
             state["intent"]["intent"],
             state["question"],
@@ -150,7 +200,14 @@ class GraphBuilder:
             state.get("history", []),
             state.get("attachments", []),
         )
-        return {"plan": p.to_dict()}
+        a = assess(state["question"], p, deep_available=self.deep.enabled)
+        return {
+            "plan": p.to_dict(),
+            "tier": a.tier,
+            "tier_reason": a.reason,
+            "complexity": a.complexity,
+            "decisions": self._decision(state, "assess", a.tier, a.reason[:500]),
+        }
 
     async def _call(self, call, done: dict[str, dict[str, Any]]) -> dict[str, Any]:
         try:
@@ -187,6 +244,190 @@ class GraphBuilder:
         text = compose_answer(state["intent"]["intent"], state["question"], p, state.get("tool_results") or [], state.get("attachments"))
         return {"answer": text, "status": "answered"}
 
+    # -- the deep tier ----------------------------------------------------
+    async def _checked(self, text: str, source: str, thread_id: str | None) -> tuple[str, str | None]:
+        """(what the model may read, the withheld source or None): security's content check first.
+        A check that cannot run withholds too: untrusted text never reaches the model unchecked."""
+        try:
+            verdict = await self.ports.check_content(text, source, thread_id)
+        except RemoteError as e:
+            return deep.withheld_text(source, f"not checked: {e.error.message}"), source
+        if verdict.allowed:
+            return text, None
+        return deep.withheld_text(source, str(verdict.threat_category) if verdict.threat_category else None), source
+
+    async def retrieve(self, state: AskState) -> dict[str, Any]:
+        """The thread's compressed context (memory tier 1), similar past interactions (tier 3) and
+        the attachments' text (pdf_extract through the tools service, then security's content check)."""
+        thread_id = state.get("thread_id")
+        notes: list[str] = []
+
+        async def ctx():
+            try:
+                return await self.ports.thread_context(thread_id) if thread_id else None
+            except RemoteError as e:
+                notes.append(f"context unavailable: {e.error.message}")
+                return None
+
+        async def similar():
+            if not self.deep.similar_k:
+                return None
+            try:
+                return await self.ports.search_memory(state["question"], self.deep.similar_k)
+            except RemoteError as e:
+                notes.append(f"similar interactions unavailable: {e.error.message}")
+                return None
+
+        async def document(a: dict[str, str]) -> dict[str, Any]:
+            name = a.get("name", "attachment")[:100]
+            result = await self._call(_Call("pdf_extract", {"content_base64": a["content_base64"]}), {})
+            text = deep.clip(deep.tool_result_text(result), deep.MAX_DOCUMENT_CHARS)
+            shown, withheld = await self._checked(text, f"document:{name}", thread_id)
+            return {"name": name, "text": shown, "withheld": withheld}
+
+        attachments = [a for a in state.get("attachments") or [] if a.get("content_base64")]
+        reply, hits, *docs = await asyncio.gather(ctx(), similar(), *(document(a) for a in attachments))
+        retrieved: dict[str, Any] = {"summary": None, "turns": [], "similar": [], "documents": docs}
+        if reply is not None:
+            retrieved["summary"] = reply.summary
+            retrieved["turns"] = [{"question": t.question, "answer": t.answer} for t in reply.turns]
+        if hits is not None:
+            retrieved["similar"] = [
+                {"question": h.text, "answer": str(h.metadata.get("answer") or "")}
+                for h in hits.hits
+                if h.similarity >= self.deep.similar_min_similarity and h.metadata.get("thread_id") != thread_id and h.metadata.get("answer")
+            ]
+        withheld = [d["withheld"] for d in docs if d["withheld"]]
+        update: dict[str, Any] = {
+            "retrieved": retrieved,
+            "evidence": [*state.get("evidence", []), *(d["text"] for d in docs if not d["withheld"])],
+            "withheld": [*state.get("withheld", []), *withheld],
+            "tools_used": [*state.get("tools_used", []), *(["pdf_extract"] if attachments else [])],
+        }
+        summary = f"{len(retrieved['turns'])} turn(s), summary {'yes' if retrieved['summary'] else 'no'}, {len(retrieved['similar'])} similar, {len(docs)} document(s)"
+        update["decisions"] = self._decision(state, "retrieve", "CONTEXT", "; ".join([summary, *notes])[:500])
+        return update
+
+    async def _run_tool_calls(self, calls, allowed: set[str], thread_id: str | None) -> tuple[list[ChatMessage], list[dict[str, Any]], list[str]]:
+        """Run the model's tool calls (in parallel, through the tools service) and check each result."""
+
+        async def one(call) -> tuple[ChatMessage, dict[str, Any] | None, str | None]:
+            if call.name not in allowed:
+                text = f"error: there is no tool named {call.name!r} here; available: {', '.join(sorted(allowed)) or 'none'}"
+                return ChatMessage(role=ChatRole.TOOL, content=text, tool_call_id=call.id, name=call.name[:128]), None, None
+            result = await self._call(_Call(call.name, call.arguments), {})
+            shown, withheld = await self._checked(deep.tool_result_text(result), f"tool:{call.name}", thread_id)
+            return ChatMessage(role=ChatRole.TOOL, content=shown, tool_call_id=call.id, name=call.name), result, withheld
+
+        done = await asyncio.gather(*(one(c) for c in calls))
+        return [m for m, _, _ in done], [r for _, r, _ in done if r is not None], [w for _, _, w in done if w]
+
+    async def reason(self, state: AskState) -> dict[str, Any]:
+        """The LLM over NATS with the in-scope intent's tools; a bounded number of tool rounds."""
+        specs = deep.allowed_tools(state["intent"]["intent"], await self._tool_specs(), self.deep.mcp_tools)
+        allowed = {t.name for t in specs}
+        validation = state.get("validation")
+        refining = validation is not None and state.get("draft") is not None
+        transcript = [ChatMessage.model_validate(m) for m in state.get("transcript") or []]
+        if not transcript:
+            transcript = deep.base_messages(state["question"], state.get("retrieved") or {})
+        if refining:
+            transcript += deep.refine_message(state["draft"], validation)
+        writer = get_stream_writer() if state.get("stream") else None
+        draft_no = state.get("refinements", 0) + (1 if refining else 0)
+        on_token = (lambda delta, restart: writer({"delta": delta, "draft": draft_no, "restart": restart})) if writer else None
+        usage = dict(state.get("usage") or {"prompt_tokens": 0, "completion_tokens": 0})
+        results: list[dict[str, Any]] = []
+        withheld: list[str] = []
+        tools_used: list[str] = []
+        evidence: list[str] = []
+        notes: list[str] = []
+        started = time.monotonic()
+        rounds, tools_off = 0, False
+        while True:
+            offer = specs if not tools_off and rounds < self.deep.max_tool_rounds else []  # the last round must answer
+            request = ChatRequest(messages=deep.fit(transcript), tools=offer, max_tokens=self.deep.max_tokens, temperature=self.deep.temperature)
+            try:
+                response = await self.ports.chat(request, on_token, timeout=context.remaining(self.deep.timeout_s))
+            except RemoteError as e:
+                if offer and str(e.error.code) != "deadline_exceeded":
+                    # A model that cannot produce a valid tool call (a small local one) may still answer
+                    # directly: one more try without tools. With every provider down this fails fast too.
+                    tools_off = True
+                    notes.append(f"without tools after: {e.error.message}"[:200])
+                    if on_token:
+                        on_token("", True)
+                    continue
+                if refining:
+                    return self._keep_draft(state, f"refinement failed: {e.error.message}")
+                raise
+            usage["prompt_tokens"] += response.usage.prompt_tokens
+            usage["completion_tokens"] += response.usage.completion_tokens
+            calls = response.message.tool_calls
+            if not calls or not offer:
+                break
+            rounds += 1
+            transcript.append(response.message)
+            messages, ran, held = await self._run_tool_calls(calls, allowed, state.get("thread_id"))
+            transcript += messages
+            evidence += [m.content for m in messages if not m.content.startswith("[withheld")]
+            results += ran
+            withheld += held
+            tools_used += [r["name"] for r in ran]
+        return {
+            "draft": response.message.content,
+            "finish_reason": response.finish_reason,
+            "transcript": [m.model_dump(mode="json") for m in transcript],
+            "validation": None,
+            "refinements": draft_no,
+            "llm": {"provider": response.provider, "model": response.model, "attempts": [a.model_dump(mode="json") for a in response.attempts][-10:]},
+            "usage": usage,
+            "tool_results": [*(state.get("tool_results") or []), *results],
+            "tools_used": [*state.get("tools_used", []), *tools_used],
+            "withheld": [*state.get("withheld", []), *withheld],
+            "evidence": [*state.get("evidence", []), *evidence],
+            "draft_s": round(time.monotonic() - started, 3),
+            "decisions": self._decision(state, "reason", f"{response.provider}/{response.model}", "; ".join([f"draft {draft_no + 1}: {len(tools_used)} tool call(s), finish {response.finish_reason}", *notes])[:500]),
+        }
+
+    def _final_text(self, state: AskState, text: str, low_confidence: str | None) -> str:
+        text = text.strip() or "I couldn't produce an answer to that."
+        if low_confidence:
+            text += LOW_CONFIDENCE_NOTE.format(reasons=low_confidence)
+        for source in dict.fromkeys(state.get("withheld") or []):
+            text += f"\n\nNote: the content of {source} was withheld by the security check and not read."
+        return text
+
+    def _keep_draft(self, state: AskState, why: str) -> dict[str, Any]:
+        """A refinement that could not run: answer with the draft already validated, saying so."""
+        reasons = "; ".join((state.get("validation") or {}).get("reasons") or [])
+        return {
+            "answer": self._final_text(state, state.get("draft") or "", "; ".join(r for r in (reasons, why) if r)),
+            "status": "answered",
+            "decisions": self._decision(state, "reason", "KEEP_DRAFT", why[:500]),
+        }
+
+    async def validate(self, state: AskState) -> dict[str, Any]:
+        """Score the draft; accept it, send it back to `reason` for refinement, or, with no refinements
+        left, answer with it and say that it is unconfirmed."""
+        retrieved = state.get("retrieved") or {}
+        v = deep.score_draft(state["question"], state.get("draft") or "", state.get("evidence") or [], deep.context_messages({**retrieved, "documents": []}), state.get("finish_reason") or "stop")
+        result = v.to_dict(self.deep.min_confidence)
+        refinements_left = min(self.deep.max_refinements, self.max_visits - 1) - state.get("refinements", 0)
+        if refinements_left > 0 and not result["passed"] and context.remaining(float("inf")) < 1.5 * (state.get("draft_s") or 0.0) + 1.0:
+            refinements_left = 0  # another draft would not finish before the deadline
+            v.reasons.append("no time left to refine")
+        update: dict[str, Any] = {
+            "validation": result,
+            "confidence": result["confidence"],
+            "decisions": self._decision(state, "validate", "PASS" if result["passed"] else ("REFINE" if refinements_left > 0 else "ACCEPT_LOW"), f"confidence {result['confidence']:.2f}: {'; '.join(v.reasons) or 'ok'}"[:500]),
+        }
+        if not result["passed"] and refinements_left > 0:
+            return update
+        low = None if result["passed"] else ("; ".join(v.reasons) or "low confidence")
+        update.update(answer=self._final_text(state, state.get("draft") or "", low), status="answered")
+        return update
+
     async def output_check(self, state: AskState) -> dict[str, Any]:
         verdict = await self.ports.check_output(state["answer"], state["question"])
         update: dict[str, Any] = {"output": verdict.model_dump(mode="json")}
@@ -207,6 +448,14 @@ class GraphBuilder:
 
     async def error(self, state: AskState) -> dict[str, Any]:
         detail = state.get("error") or "unknown failure"
+        if state.get("tier") == "deep" and detail.startswith("reason:"):
+            return {
+                "answer": (
+                    f"I couldn't answer that: the language model behind the deep tier failed ({detail.removeprefix('reason: ')}). "
+                    "Questions the fast tier answers (calculations, weather, location, charts, documents, host diagnostics) still work."
+                ),
+                "status": "error",
+            }
         return {
             "answer": (
                 "Sorry, I couldn't complete that request because a part of the system failed "

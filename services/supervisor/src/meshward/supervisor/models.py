@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Literal
 
 from meshward.contracts import ThreatCategory
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator
 
 THREAD_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
 
@@ -26,6 +26,7 @@ class AskRequest(BaseModel):
     question: StrictStr = Field(min_length=1, description="the user's question")
     thread_id: StrictStr | None = Field(default=None, pattern=THREAD_ID_PATTERN, description="continue this conversation; a new one when absent")
     attachments: list[Attachment] = Field(default_factory=list, max_length=MAX_ATTACHMENTS, description="files the question is about (PDF)")
+    stream: StrictBool = Field(default=False, description="answer as Server-Sent Events: each graph step, the answer's tokens, then the response")
 
     @field_validator("question")
     @classmethod
@@ -45,6 +46,11 @@ class Step(BaseModel):
     ms: float
 
 
+class TokenUsage(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
 class AskResponse(BaseModel):
     status: Literal["answered", "refused", "error"]
     answer: str
@@ -60,6 +66,12 @@ class AskResponse(BaseModel):
     request_id: str
     steps: list[Step] = Field(default_factory=list, description="each node visited, with its duration")
     images: list[Image] = Field(default_factory=list, description="images the answer refers to (charts)")
+    tier: Literal["fast", "deep"] | None = Field(default=None, description="which tier answered; null when refused before assess")
+    tier_reason: str | None = Field(default=None, description="assess's reason for the tier")
+    model: str | None = Field(default=None, description="provider/model that wrote the answer; null in the fast tier")
+    confidence: float | None = Field(default=None, description="validate's confidence in a deep-tier answer")
+    usage: TokenUsage = Field(default_factory=TokenUsage, description="LLM tokens spent on this answer (every draft)")
+    withheld: list[str] = Field(default_factory=list, description="sources (tool:<name>, document:<name>) whose content security withheld")
 
 
 class ErrorBody(BaseModel):

@@ -43,6 +43,13 @@ DIAGNOSTICS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (re.compile(r"\b(cpu|processor)\b"), "cat /proc/loadavg", "CPU load"),
 )
 
+# What the capabilities text answers: questions about the assistant itself, greetings, thanks.
+_ABOUT_ME = re.compile(
+    r"\b(help|what can you|what (kind|sort) of (questions|things)|capabilit\w*|who are you|what are you|your name|"
+    r"how (do|can) i use|which tools|what tools|tools do you|are you a (bot|human)|example questions|"
+    r"hello|hi|hey|thanks?|thank you|good (morning|afternoon|evening))\b",
+    re.IGNORECASE,
+)
 _CHART_KIND = (("histogram", "histogram"), ("distribution", "histogram"), ("line", "line"), ("trend", "line"), ("over time", "line"))
 _PAIR = re.compile(r"([A-Za-z][\w .\-/]{0,40}?)\s*(?:[:=]|\bis\b|\bat\b|\s)\s*(-?\d+(?:\.\d+)?)\s*%?(?=\s*(?:,|;|\band\b|$|\.))")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
@@ -63,6 +70,9 @@ class Plan:
     calls: list[ToolCall] = field(default_factory=list)
     direct_answer: str | None = None
     purpose: str = ""
+    # False when the template has no real answer (a "Which one?" prompt, a fallback text):
+    # the question then goes to the deep tier rather than get a canned reply.
+    confident: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -74,6 +84,7 @@ class Plan:
             calls=[ToolCall(**c) for c in d.get("calls", [])],
             direct_answer=d.get("direct_answer"),
             purpose=d.get("purpose", ""),
+            confident=d.get("confident", True),
         )
 
     def stages(self) -> list[list[ToolCall]]:
@@ -163,7 +174,10 @@ def plan(
     if attachments and intent not in ("calculation", "chart"):
         intent = "document"
     if intent == "assistant_help":
-        return Plan(direct_answer=_recall(question, history) or CAPABILITIES, purpose="help")
+        recalled = _recall(question, history)
+        if recalled is not None:
+            return Plan(direct_answer=recalled, purpose="help")
+        return Plan(direct_answer=CAPABILITIES, purpose="help", confident=bool(_ABOUT_ME.search(question)))
     needed = TOOLS_FOR_INTENT.get(intent, ())
     missing = [t for t in needed if t not in available_tools]
     if missing:
@@ -187,20 +201,20 @@ def plan(
     if intent == "chart":
         parsed = parse_chart(question)
         if parsed is None:
-            return Plan(direct_answer="Give me the numbers to chart, for example \"bar chart of cpu 30, memory 50, disk 20\" or \"histogram of 3, 5, 5, 8, 9\".", purpose="chart")
+            return Plan(direct_answer="Give me the numbers to chart, for example \"bar chart of cpu 30, memory 50, disk 20\" or \"histogram of 3, 5, 5, 8, 9\".", purpose="chart", confident=False)
         kind, labels, values, title = parsed
         return Plan(calls=[ToolCall("plot", {"kind": kind, "labels": labels, "values": values, "title": title})], purpose="chart")
     if intent == "diagnostics":
         found = _diagnostic(question)
         if found is None:
-            return Plan(direct_answer="I can report disk space, memory, uptime, load, CPU count and top processes. Which one?", purpose="diagnostics")
+            return Plan(direct_answer="I can report disk space, memory, uptime, load, CPU count and top processes. Which one?", purpose="diagnostics", confident=False)
         return Plan(calls=[ToolCall("cli_execute", {"command": found[0]})], purpose=f"diagnostics: {found[1]}")
     if intent == "document":
         pdfs = [a for a in attachments if a.get("content_base64")]
         if not pdfs:
             return Plan(direct_answer="Attach the PDF (\"attachments\": [{\"name\", \"content_base64\"}]) and ask me about it.", purpose="document")
         return Plan(calls=[ToolCall("pdf_extract", {"content_base64": a["content_base64"]}) for a in pdfs], purpose="document")
-    return Plan(direct_answer=f"I understood a {intent} question but have no fast-tier plan for it.")
+    return Plan(direct_answer=f"I understood a {intent} question but have no fast-tier plan for it.", confident=False)
 
 
 def _weather_answer(results: dict[str, dict[str, Any]], purpose: str) -> str:

@@ -6,15 +6,27 @@ drive the same graph.
 """
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from meshward.bus import Bus
 from meshward.contracts import (
+    ChatChunk,
+    ChatRequest,
+    ChatResponse,
+    CheckMode,
+    ContextReply,
+    ContextRequest,
     Event,
     IntentRequest,
     IntentResult,
     OutputCheckRequest,
     OutputVerdict,
+    SearchReply,
+    SearchRequest,
     SecurityCheckRequest,
     SecurityVerdict,
     ToolCallRequest,
@@ -23,14 +35,28 @@ from meshward.contracts import (
     ToolResult,
     subjects,
 )
+from pydantic import ValidationError
+
+log = logging.getLogger(__name__)
+
+# After the reply, chunks published before it may still sit in the stream subscription's queue.
+STREAM_TAIL_WAIT_S = 1.0
+
+# (delta, restart): restart=True means the provider that streamed the earlier tokens failed mid-answer
+# and another starts over, so a reader drops what it has shown.
+TokenSink = Callable[[str, bool], None]
 
 
 class AgentPorts(Protocol):
-    async def check_security(self, text: str, thread_id: str | None) -> SecurityVerdict: ...
+    async def check_security(self, text: str, thread_id: str | None, context: list[str] | None = None) -> SecurityVerdict: ...
+    async def check_content(self, text: str, source: str, thread_id: str | None = None) -> SecurityVerdict: ...
     async def classify_intent(self, text: str, has_attachments: bool) -> IntentResult: ...
     async def list_tools(self) -> ToolCatalog: ...
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult: ...
     async def check_output(self, answer: str, question: str) -> OutputVerdict: ...
+    async def thread_context(self, thread_id: str) -> ContextReply: ...
+    async def search_memory(self, query: str, k: int) -> SearchReply: ...
+    async def chat(self, request: ChatRequest, on_token: TokenSink | None = None, timeout: float | None = None) -> ChatResponse: ...
     def emit(self, subject: str, event: Event) -> None: ...
     async def publish(self, subject: str, event: Event) -> None: ...
 
@@ -39,8 +65,13 @@ class NatsPorts:
     def __init__(self, bus: Bus):
         self.bus = bus
 
-    async def check_security(self, text: str, thread_id: str | None) -> SecurityVerdict:
-        return await self.bus.request(subjects.SECURITY_CHECK, SecurityCheckRequest(text=text, thread_id=thread_id), SecurityVerdict)
+    async def check_security(self, text: str, thread_id: str | None, context: list[str] | None = None) -> SecurityVerdict:
+        body = SecurityCheckRequest(text=text, thread_id=thread_id, context=context or [])
+        return await self.bus.request(subjects.SECURITY_CHECK, body, SecurityVerdict)
+
+    async def check_content(self, text: str, source: str, thread_id: str | None = None) -> SecurityVerdict:
+        body = SecurityCheckRequest(text=text, thread_id=thread_id, mode=CheckMode.CONTENT, source=source)
+        return await self.bus.request(subjects.SECURITY_CHECK, body, SecurityVerdict)
 
     async def classify_intent(self, text: str, has_attachments: bool) -> IntentResult:
         return await self.bus.request(subjects.INTENT_CLASSIFY, IntentRequest(text=text, has_attachments=has_attachments), IntentResult)
@@ -53,6 +84,41 @@ class NatsPorts:
 
     async def check_output(self, answer: str, question: str) -> OutputVerdict:
         return await self.bus.request(subjects.SECURITY_CHECK_OUTPUT, OutputCheckRequest(answer=answer, question=question), OutputVerdict)
+
+    async def thread_context(self, thread_id: str) -> ContextReply:
+        return await self.bus.request(subjects.MEMORY_CONTEXT, ContextRequest(thread_id=thread_id), ContextReply)
+
+    async def search_memory(self, query: str, k: int) -> SearchReply:
+        return await self.bus.request(subjects.MEMORY_SEARCH, SearchRequest(query=query[:4_000], collection="interactions", k=k), SearchReply)
+
+    async def chat(self, request: ChatRequest, on_token: TokenSink | None = None, timeout: float | None = None) -> ChatResponse:
+        """One completion; with `on_token`, the llm service's ChatChunk stream is read from a private inbox."""
+        if on_token is None:
+            return await self.bus.request(subjects.LLM_CHAT, request, ChatResponse, timeout=timeout)
+        nc = self.bus.nc
+        inbox = nc.new_inbox()
+        finished = asyncio.Event()
+
+        async def on_chunk(msg) -> None:
+            try:
+                chunk = ChatChunk.model_validate_json(msg.data)
+            except ValidationError:
+                log.warning("malformed chat chunk on the stream inbox ignored")
+                return
+            if chunk.delta or chunk.restart:
+                on_token(chunk.delta, chunk.restart)
+            if chunk.done:
+                finished.set()
+
+        sub = await nc.subscribe(inbox, cb=on_chunk)
+        try:
+            response = await self.bus.request(subjects.LLM_CHAT, request.model_copy(update={"stream_subject": inbox}), ChatResponse, timeout=timeout)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(finished.wait(), STREAM_TAIL_WAIT_S)
+            return response
+        finally:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
 
     def emit(self, subject: str, event: Event) -> None:
         self.bus.emit(subject, event)

@@ -11,12 +11,30 @@ class AskState(TypedDict, total=False):
     request_id: str
     has_attachments: bool
     attachments: list[dict[str, str]]
+    started_at: float  # epoch seconds: the deep tier's deadline counts from here
+    stream: bool  # the caller reads tokens as they arrive
     # agent results (model_dump() of the contract replies)
     security: dict[str, Any] | None
     intent: dict[str, Any] | None
     plan: dict[str, Any] | None
     tool_results: list[dict[str, Any]] | None
     output: dict[str, Any] | None
+    # tiers (assess) and the deep tier (retrieve -> reason -> validate, refine at most twice)
+    tier: str | None  # fast | deep
+    tier_reason: str | None
+    complexity: float | None
+    retrieved: dict[str, Any] | None  # summary, turns, similar, documents
+    transcript: list[dict[str, Any]]  # the chat messages of the deep tier's tool rounds
+    draft: str | None
+    draft_s: float | None  # how long the last draft took (validate will not start one that cannot finish)
+    finish_reason: str | None
+    evidence: list[str]  # what tools and documents told the model (checked by security)
+    validation: dict[str, Any] | None
+    refinements: int
+    llm: dict[str, Any] | None  # provider, model
+    usage: dict[str, int]
+    withheld: list[str]  # sources whose content security withheld
+    confidence: float | None
     # outcome
     answer: str | None
     status: str | None  # answered | refused | error
@@ -34,7 +52,14 @@ class AskState(TypedDict, total=False):
     history: list[dict[str, str]]
 
 
-def fresh_run(question: str, thread_id: str, request_id: str, attachments: list[dict[str, str]] | None = None) -> AskState:
+def fresh_run(
+    question: str,
+    thread_id: str,
+    request_id: str,
+    attachments: list[dict[str, str]] | None = None,
+    started_at: float = 0.0,
+    stream: bool = False,
+) -> AskState:
     """Input of a new run: every per-run key reset, `history` left as checkpointed."""
     return AskState(
         question=question,
@@ -42,11 +67,28 @@ def fresh_run(question: str, thread_id: str, request_id: str, attachments: list[
         request_id=request_id,
         has_attachments=bool(attachments),
         attachments=attachments or [],
+        started_at=started_at,
+        stream=stream,
         security=None,
         intent=None,
         plan=None,
         tool_results=None,
         output=None,
+        tier=None,
+        tier_reason=None,
+        complexity=None,
+        retrieved=None,
+        transcript=[],
+        draft=None,
+        draft_s=None,
+        finish_reason=None,
+        evidence=[],
+        validation=None,
+        refinements=0,
+        llm=None,
+        usage={"prompt_tokens": 0, "completion_tokens": 0},
+        withheld=[],
+        confidence=None,
         answer=None,
         status=None,
         refusal_reason=None,
