@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from meshward.contracts import (
-    DataContent,
     ChatResponse,
     ContextReply,
+    DataContent,
     DecidingLayer,
     ErrorCode,
     ErrorReply,
