@@ -8,7 +8,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.meshward-installed
-DISTS := libs/contracts libs/bus libs/embedding libs/classifier libs/devstack \
+DISTS := libs/contracts libs/telemetry libs/bus libs/embedding libs/classifier libs/devstack \
          services/security services/intent services/tools services/memory services/supervisor
 PYPROJECTS := $(addsuffix /pyproject.toml,$(DISTS))
 # The two classifier services with their `train` extra (torch==2.13.0 CPU, transformers, onnx), in the same

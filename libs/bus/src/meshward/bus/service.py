@@ -33,6 +33,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from opentelemetry import context as otel_context
 from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
+from meshward.telemetry import metrics, names, start_from_env
 from pydantic import ValidationError
 
 from . import context
@@ -172,7 +173,7 @@ class Service:
     def handler(self, subject: str, request_type: type[Message]):
         def register(fn: Handler) -> Handler:
             attributes = {"messaging.system": "nats", "messaging.destination.name": subject, "meshward.service": self.name}
-            self._routes.append(_Route(subject, request_type, fn, f"process {subject}", attributes))
+            self._routes.append(_Route(subject, request_type, fn, names.process_span(subject), attributes))
             return fn
 
         return register
@@ -204,9 +205,12 @@ class Service:
         token = otel_context.attach(set_span_in_context(span))
         d_token = context.set_deadline(deadline)
         r_token = context.set_request_id(request_id)
+        started = time.perf_counter()
         try:
             result = await self._run(route, msg, deadline)
-            if isinstance(result, ErrorReply):
+            failed = isinstance(result, ErrorReply)
+            metrics.observe_request(self.name, route.subject, time.perf_counter() - started, str(result.code) if failed else None)
+            if failed:
                 span.set_status(Status(StatusCode.ERROR, result.message))
                 span.set_attribute("meshward.error.code", str(result.code))
                 await self._reply(nc, msg, result, error=True)
@@ -328,6 +332,9 @@ def run_service(service: Service) -> None:
 
     setup_logging(service.name)
     setup_tracing(f"meshward-{service.name}")
+    telemetry = start_from_env(service.name)
+    if telemetry is not None:
+        telemetry.readiness(lambda: service.ready)
     try:
         asyncio.run(service.serve_forever())
     except Exception as e:  # noqa: BLE001 - a start-up failure: say what failed, exit non-zero
