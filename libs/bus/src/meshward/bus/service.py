@@ -28,12 +28,12 @@ from typing import Any
 
 from meshward.contracts import ErrorCode, ErrorReply, HealthReply, HealthRequest, Message, RemoteError
 from meshward.contracts.subjects import HDR_ERROR, health
+from meshward.telemetry import metrics, names, start_from_env
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from opentelemetry import context as otel_context
 from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
-from meshward.telemetry import metrics, names, start_from_env
 from pydantic import ValidationError
 
 from . import context
