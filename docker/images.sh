@@ -20,7 +20,7 @@ if [[ -z ${BASE_IMAGE:-} ]]; then
         BASE_IMAGE=meshward/base:bookworm
     fi
 fi
-GPU_BASE_IMAGE=${GPU_BASE_IMAGE:-$BASE_IMAGE}
+GPU_BASE_IMAGE=${GPU_BASE_IMAGE:-$BASE_IMAGE}  # a CUDA runtime image with Python 3.11, where one can be pulled
 
 bash docker/wheelhouse.sh $([[ $gpu == 1 ]] && echo --gpu)
 
@@ -34,9 +34,11 @@ for name in security intent; do
     cp "$dir"/{model.int8.onnx,model.fp16.onnx,tokenizer.json,card.json,README.md} "build/models/$name/gpu/"
 done
 
-build() {  # image target service
+build() {  # image target service [variant]
+    local variant=${4:-cpu} base=$BASE_IMAGE
+    [[ $variant == gpu ]] && base=$GPU_BASE_IMAGE
     echo "== $1:$tag"
-    docker build --quiet -f docker/Dockerfile --build-arg BASE_IMAGE="$BASE_IMAGE" --build-arg GPU_BASE_IMAGE="$GPU_BASE_IMAGE" \
+    docker build --quiet -f docker/Dockerfile --build-arg BASE_IMAGE="$base" --build-arg VARIANT="$variant" \
         --build-arg SERVICE="$3" --target "$2" -t "$1:$tag" . >/dev/null
 }
 
@@ -49,8 +51,8 @@ for d in services/*/; do
     esac
     if [[ $gpu == 1 ]]; then
         case $svc in
-            security|intent) build "meshward/$svc-gpu" classifier-gpu "$svc" ;;
-            llm) build "meshward/$svc-gpu" classifier-gpu "$svc" ;;
+            security|intent) build "meshward/$svc-gpu" classifier "$svc" gpu ;;
+            llm) build "meshward/$svc-gpu" service "$svc" gpu ;;
         esac
     fi
 done

@@ -16,17 +16,16 @@ def stages() -> dict[str, str]:
 
 def test_targets_built_by_make_images_exist():
     built = set(re.findall(r"build \"meshward/\S+\" (\S+) ", (ROOT / "docker" / "images.sh").read_text()))
-    assert built == {"classifier", "service", "classifier-gpu"}
+    assert built == {"classifier", "service"}
     assert built <= set(stages())
 
 
 def test_runtime_stages_are_non_root_with_a_healthcheck_and_no_pip():
-    for name in ("service", "classifier-gpu"):
-        stage = stages()[name]
-        assert "USER 10001:10001" in stage and "HEALTHCHECK" in stage, name
-    for name in ("build", "build-gpu"):
-        assert "pip uninstall --yes pip" in stages()[name]
-        assert "--no-index" in stages()[name]
+    stage = stages()["service"]
+    assert "USER 10001:10001" in stage and "HEALTHCHECK" in stage
+    assert "pip uninstall --yes pip" in stages()["build"]
+    assert "--no-index" in stages()["build"]
+    assert "onnxruntime-gpu" in stages()["build"]  # VARIANT=gpu
     assert "torch" not in DOCKERFILE.lower().replace("no torch", "")
 
 
