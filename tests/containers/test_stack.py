@@ -36,6 +36,19 @@ def test_every_container_reports_healthy_and_serves_metrics(stack):
     assert b'meshward_requests_total{outcome="ok",service="tools"' in out
 
 
+def test_sigterm_drains_in_flight_work_within_the_grace_period(stack):
+    replica = stack.run("tools", alias="tools")
+    wait_until(lambda: stack.healthy(replica), 90, "the new tools replica healthy")
+    questions = [f"Calculate {i} + 11" for i in range(40)]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        futures = [pool.submit(ask, stack.url, q) for q in questions]
+        replica.stop(timeout=30)  # SIGTERM, then SIGKILL after the grace period (as the kubelet does)
+        answers = [f.result() for f in futures]
+    assert [a for a in answers if a["status"] != "answered"] == []
+    replica.reload()
+    assert replica.attrs["State"]["ExitCode"] == 0, replica.logs(tail=20).decode(errors="replace")
+
+
 def test_a_killed_replica_is_taken_over_by_the_other(stack):
     questions = [f"Calculate {i} * 7" for i in range(40)]
     with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
@@ -63,3 +76,20 @@ def test_services_reconnect_after_a_nats_restart_and_no_event_is_lost(stack):
         return "2 + 2" in text and "3 + 3" in text
 
     wait_until(history, 60, "both turns persisted by memory from the event stream")
+
+
+def test_unreachable_nats_is_retried_and_reported_not_ready(stack):
+    c = stack.run("tools", alias="tools-orphan", environment={"MESHWARD_NATS_URL": "nats://nowhere.invalid:4222"})
+    wait_until(lambda: b"nats" in c.logs(), 60, "a logged connection failure")
+    c.reload()
+    assert c.status == "running"  # retrying, not crash-looping
+    assert c.exec_run(["python", "-m", "meshward.telemetry.probe", "livez"]).exit_code == 0
+    assert c.exec_run(["python", "-m", "meshward.telemetry.probe", "readyz"]).exit_code == 1
+
+
+def test_a_missing_model_is_a_start_up_error_that_says_what_to_set(stack):
+    c = stack.run("security", alias="security-broken", environment={"MESHWARD_SECURITY_MODEL_DIR": "/models/none"})
+    wait_until(lambda: (c.reload(), c.status)[1] == "exited", 90, "the broken security container to exit")
+    assert c.attrs["State"]["ExitCode"] != 0
+    logs = c.logs().decode(errors="replace")
+    assert "/models/none" in logs, logs[-2000:]

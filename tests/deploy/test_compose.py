@@ -50,7 +50,6 @@ def test_meshward_services_run_non_root_read_only_with_nats_config(compose):
         assert svc["user"] == "10001:10001" and svc["read_only"] is True, name
         assert svc["environment"]["MESHWARD_NATS_URL"] == "nats://nats:4222", name
         assert svc["environment"]["MESHWARD_METRICS_PORT"] == "9464", name
-        assert any(s["source"] == "nats_credentials" for s in svc["secrets"]), name
     nats = compose["services"]["nats"]
     assert {c["source"] for c in nats["configs"]} == {"nats_config", "nats_auth"}
     assert "jetstream" in (ROOT / compose["configs"]["nats_config"]["file"]).read_text()
@@ -71,3 +70,13 @@ def test_gpu_override_reserves_a_gpu_for_classifiers_and_llm():
         devices = svc["deploy"]["resources"]["reservations"]["devices"]
         assert devices[0]["driver"] == "nvidia" and "gpu" in devices[0]["capabilities"], name
         assert svc["image"].startswith(f"meshward/{name}-gpu:"), name
+
+
+def test_closed_bus_override_mounts_only_each_services_own_password(compose):
+    closed = load("docker-compose.closed-bus.yml")
+    assert set(closed["services"]) == {"supervisor", "security", "intent", "tools", "memory", "llm"}
+    for name, svc in closed["services"].items():
+        assert svc["secrets"] == [f"nats_password_{name}"]
+        assert svc["environment"]["MESHWARD_NATS_USER"] == name
+        assert closed["secrets"][f"nats_password_{name}"]["file"].endswith(f"/{name}.password")
+    assert closed["configs"]["nats_auth"]["file"].endswith("/auth.conf")

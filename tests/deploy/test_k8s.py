@@ -122,3 +122,17 @@ def test_each_component_renders_on_the_base(tmp_path, component):
     base, comp = (os.path.relpath(K8S / p, tmp_path) for p in ("base", f"components/{component}"))
     (tmp_path / "kustomization.yaml").write_text(f"resources: [{base}]\ncomponents: [{comp}]\n")
     assert render(tmp_path)
+
+
+def test_closed_bus_gives_each_service_its_own_user_and_password_only(tmp_path):
+    base, comp = (os.path.relpath(K8S / p, tmp_path) for p in ("base", "components/closed-bus"))
+    (tmp_path / "kustomization.yaml").write_text(f"resources: [{base}]\ncomponents: [{comp}]\n")
+    deployments = by_kind(render(tmp_path), "Deployment")
+    for name, d in deployments.items():
+        pod = d["spec"]["template"]["spec"]
+        env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+        assert env["MESHWARD_NATS_USER"] == name
+        assert env["MESHWARD_NATS_PASSWORD_FILE"] == f"/run/secrets/meshward/nats/{name}.password"
+        secret = next(v["secret"] for v in pod["volumes"] if v["name"] == "nats-credentials")
+        assert secret["optional"] is False
+        assert [i["key"] for i in secret["items"]] == [f"{name}.password"]
