@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from meshward.contracts import ErrorCode, ErrorReply, Event, Message, RemoteError
 from meshward.contracts.subjects import EVENTS_ALL, EVENTS_STREAM, HDR_ERROR, HDR_MSG_ID
+from meshward.telemetry import names
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
@@ -118,7 +119,7 @@ class Bus:
         budget = context.remaining(timeout or self.settings.request_timeout_s)
         loop = asyncio.get_running_loop()
         until = loop.time() + budget
-        span = _tracer.start_span(f"send {subject}", kind=SpanKind.CLIENT, attributes=_attributes(subject))
+        span = _tracer.start_span(names.send_span(subject), kind=SpanKind.CLIENT, attributes=_attributes(subject))
         try:
             if budget <= 0:
                 raise RemoteError(ErrorReply.of(ErrorCode.DEADLINE_EXCEEDED, f"no time left to call {subject}"))
@@ -196,7 +197,7 @@ class Bus:
         headers: dict[str, str] = {HDR_MSG_ID: event.event_id}
         inject_headers(headers)
         with _tracer.start_as_current_span(
-            f"publish {subject}",
+            names.publish_span(subject),
             kind=SpanKind.PRODUCER,
             attributes={"messaging.system": "nats", "messaging.destination.name": subject},
         ):

@@ -27,7 +27,9 @@ LLM_TOKENS = f"{PREFIX}_llm_tokens"  # Counter, labels: model, kind (prompt|comp
 READY = f"{PREFIX}_ready"  # Gauge, labels: service
 
 # --- spans (OpenTelemetry) ------------------------------------------------
-HTTP_ASK_SPAN = "POST /v1/ask"
+def http_span(method: str, path: str) -> str:
+    """SERVER span of an HTTP request at the ingress, the root of a question's trace ("POST /v1/ask")."""
+    return f"{method} {path}"
 
 
 def send_span(subject: str) -> str:

@@ -19,6 +19,7 @@ from langgraph.graph import END, START, StateGraph
 from meshward.bus import tracer
 from meshward.bus.tracing import current_trace_id
 from meshward.contracts import OUT_OF_SCOPE, RemoteError, RoutingDecision, subjects
+from meshward.telemetry import names
 from opentelemetry.trace import Status, StatusCode
 
 from .planner import Plan, compose_answer, plan, resolve_arguments
@@ -91,7 +92,7 @@ class GraphBuilder:
     def _node(self, name: str, fn: Callable[[AskState], Awaitable[dict[str, Any]]]):
         async def run(state: AskState) -> dict[str, Any]:
             start = time.perf_counter()
-            with _tracer.start_as_current_span(f"node {name}", attributes={"langgraph.node": name}) as span:
+            with _tracer.start_as_current_span(names.node_span(name), attributes={"langgraph.node": name}) as span:
                 try:
                     update = await fn(state)
                 except RemoteError as e:

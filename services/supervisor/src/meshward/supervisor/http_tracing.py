@@ -6,7 +6,7 @@ import json
 import time
 
 from meshward.bus import tracer
-from meshward.telemetry import metrics
+from meshward.telemetry import metrics, names
 from opentelemetry import context as otel_context
 from opentelemetry.propagate import extract
 from opentelemetry.trace import SpanKind, Status, StatusCode
@@ -33,7 +33,7 @@ class HttpServerMiddleware:
         status_holder = {}
         try:
             with _tracer.start_as_current_span(
-                f"{method} {path}",
+                names.http_span(method, path),
                 kind=SpanKind.SERVER,
                 attributes={"http.request.method": method, "url.path": path},
             ) as span:
