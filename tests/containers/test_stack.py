@@ -11,6 +11,8 @@ from .conftest import wait_until
 
 pytestmark = pytest.mark.containers
 
+SCRAPE = "import urllib.request as u; print(u.urlopen('http://127.0.0.1:9464/metrics').read().decode())"
+
 
 def ask(url: str, question: str, thread_id: str | None = None, timeout: float = 30) -> dict:
     body = {"question": question} | ({"thread_id": thread_id} if thread_id else {})
@@ -30,10 +32,20 @@ def test_a_question_crosses_every_container(stack):
 def test_every_container_reports_healthy_and_serves_metrics(stack):
     for c in stack.containers[1:]:  # the NATS image (from scratch) has no health check; /healthz covers it
         wait_until(lambda c=c: stack.healthy(c), 60, f"{c.name} healthy")
-    tools = stack.containers[3]
-    code, out = tools.exec_run(["python", "-c", "import urllib.request as u; print(u.urlopen('http://127.0.0.1:9464/metrics').read().decode())"])
-    assert code == 0
-    assert b'meshward_requests_total{outcome="ok",service="tools"' in out
+    by_alias = {c.name.rsplit("-", 2)[-2]: c for c in stack.containers}
+
+    def scrape(container) -> str:
+        code, out = container.exec_run(["python", "-c", SCRAPE])
+        assert code == 0, out
+        return out.decode()
+
+    tools = [c for c in stack.containers if c.name.rsplit("-", 2)[-2] == "tools"]
+    assert any('meshward_requests_total{outcome="ok",service="tools",subject="meshward.v1.tools.call"}' in scrape(c) for c in tools)
+    assert 'meshward_classifier_batch_size_count{model="security"}' in scrape(by_alias["security"])
+    assert 'meshward_security_blocks_total{category="credential_extraction"' in scrape(by_alias["security"])
+    assert 'meshward_http_requests_total{method="POST",route="/v1/ask",status="200"}' in scrape(by_alias["supervisor"])
+    # memory's lag gauge appears once it has taken an event from the stream
+    wait_until(lambda: "meshward_consumer_pending_events{" in scrape(by_alias["memory"]), 60, "memory's consumer lag")
 
 
 # Before the load tests: memory persists from the stream at tens of events per second on a small machine,
