@@ -1,7 +1,9 @@
 """The container suite (`make test-containers`, marker `containers`): the images `make images` built, run on the
 local Docker engine, on their own network; only the supervisor's port is published, on 127.0.0.1.
 
-It never pulls: every image is meshward/*:$MESHWARD_IMAGE_TAG (default local). Where dockerd is installed but
+It never pulls: every image is meshward/*:$MESHWARD_IMAGE_TAG (default local). It drives the Docker SDK
+directly rather than testcontainers: testcontainers publishes ports on every interface and starts its Ryuk
+reaper from a registry image, and here ports go on 127.0.0.1 only and nothing may be pulled. Where dockerd is installed but
 not running it is started (as root); the suite skips only where no engine can run at all.
 """
 from __future__ import annotations
