@@ -20,7 +20,7 @@ if [[ -z ${BASE_IMAGE:-} ]]; then
         BASE_IMAGE=meshward/base:bookworm
     fi
 fi
-GPU_BASE_IMAGE=${GPU_BASE_IMAGE:-$BASE_IMAGE}  # a CUDA runtime image with Python 3.11, where one can be pulled
+GPU_BASE_IMAGE=${GPU_BASE_IMAGE:-$BASE_IMAGE}  # set it to a CUDA runtime + cuDNN image with Python 3.11 for real GPU nodes
 
 bash docker/wheelhouse.sh $([[ $gpu == 1 ]] && echo --gpu)
 
