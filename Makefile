@@ -8,14 +8,14 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.meshward-installed
-DISTS := libs/contracts libs/bus libs/embedding libs/classifier libs/devstack \
+DISTS := libs/contracts libs/telemetry libs/bus libs/embedding libs/classifier libs/devstack \
          services/security services/intent services/tools services/memory services/llm services/supervisor
 PYPROJECTS := $(addsuffix /pyproject.toml,$(DISTS))
 # The two classifier services with their `train` extra (torch==2.13.0 CPU, transformers, onnx), in the same
 # pip command as everything else so that nothing pulls another torch.
 INSTALL_ARGS := $(foreach d,$(DISTS),-e $(if $(filter services/security services/intent,$(d)),'$(d)[train]',$(d)))
 
-.PHONY: up test install models lint schemas bench clean help
+.PHONY: up test install models lint schemas bench clean help images images-gpu test-containers
 
 help:
 	@sed -n '2,4p' Makefile
@@ -42,6 +42,17 @@ up: $(STAMP) models
 
 test: $(STAMP) models
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Container images of every service in the tree (docker/images.sh: offline base when no registry answers).
+images: $(STAMP) models
+	bash docker/images.sh
+
+images-gpu: $(STAMP) models
+	bash docker/images.sh --gpu
+
+# The container suite on the images just built (starts dockerd when it is installed but not running).
+test-containers: images
+	$(BIN)/python -m pytest -m containers tests/containers $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

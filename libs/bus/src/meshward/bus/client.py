@@ -9,6 +9,7 @@ from typing import TypeVar
 
 from meshward.contracts import ErrorCode, ErrorReply, Event, Message, RemoteError
 from meshward.contracts.subjects import EVENTS_ALL, EVENTS_STREAM, HDR_ERROR, HDR_MSG_ID
+from meshward.telemetry import names
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
@@ -198,7 +199,7 @@ class Bus:
         until = loop.time() + budget
         # No attributes on the hop's spans: the name carries the subject, and any attribute at start costs
         # the SDK's attribute validation (a fifth of a span's cost) on every request.
-        span = _tracer.start_span(f"send {subject}", kind=SpanKind.CLIENT)
+        span = _tracer.start_span(names.send_span(subject), kind=SpanKind.CLIENT)
         try:
             if budget <= 0:
                 raise RemoteError(ErrorReply.of(ErrorCode.DEADLINE_EXCEEDED, f"no time left to call {subject}"))
@@ -280,7 +281,7 @@ class Bus:
         headers: dict[str, str] = {HDR_MSG_ID: event.event_id}
         inject_headers(headers)
         with _tracer.start_as_current_span(
-            f"publish {subject}",
+            names.publish_span(subject),
             kind=SpanKind.PRODUCER,
             attributes={"messaging.system": "nats", "messaging.destination.name": subject},
         ):

@@ -11,6 +11,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from meshward.contracts.subjects import EVENTS_ALL, EVENTS_STREAM
+from meshward.telemetry import metrics, names
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from opentelemetry import context as otel_context
@@ -77,7 +78,7 @@ class EventConsumer:
         token = otel_context.attach(extract_context(msg.headers))
         try:
             with _tracer.start_as_current_span(
-                f"consume {msg.subject}",
+                names.consume_span(msg.subject),
                 kind=SpanKind.CONSUMER,
                 attributes={"messaging.system": "nats", "messaging.destination.name": msg.subject, "messaging.consumer.group.name": self.durable},
             ):
@@ -89,6 +90,8 @@ class EventConsumer:
                     return
                 await msg.ack()
                 self.processed += 1
+                # The consumer's lag as the server saw it when it delivered this event.
+                metrics.CONSUMER_PENDING.labels(msg.metadata.stream, self.durable).set(msg.metadata.num_pending)
         finally:
             otel_context.detach(token)
 

@@ -35,6 +35,7 @@ from typing import Any, Generic, TypeVar
 
 from meshward.contracts import ErrorCode, ErrorReply, HealthReply, HealthRequest, Message, RemoteError
 from meshward.contracts.subjects import HDR_ERROR, health
+from meshward.telemetry import metrics, names, start_from_env
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
@@ -200,7 +201,7 @@ class Service(Generic[S]):
     # registration -------------------------------------------------------
     def handler(self, subject: str, request_type: type[Message]):
         def register(fn: Handler) -> Handler:
-            self._routes.append(_Route(subject, request_type, fn, f"process {subject}"))
+            self._routes.append(_Route(subject, request_type, fn, names.process_span(subject)))
             return fn
 
         return register
@@ -244,9 +245,12 @@ class Service(Generic[S]):
         token = otel_context.attach(set_span_in_context(span))
         d_token = context.set_deadline(deadline)
         r_token = context.set_request_id(request_id)
+        started = time.perf_counter()
         try:
             result = await self._run(route, msg, deadline)
-            if isinstance(result, ErrorReply):
+            failed = isinstance(result, ErrorReply)
+            metrics.observe_request(self.name, route.subject, time.perf_counter() - started, str(result.code) if failed else None)
+            if failed:
                 span.set_status(Status(StatusCode.ERROR, result.message))
                 span.set_attribute("meshward.error.code", str(result.code))
                 await self._reply(nc, msg, result, error=True)
@@ -406,6 +410,9 @@ def run_service(service: Service) -> None:
 
     setup_logging(service.name)
     setup_tracing(f"meshward-{service.name}")
+    telemetry = start_from_env(service.name)
+    if telemetry is not None:
+        telemetry.readiness(lambda: service.ready)
     try:
         asyncio.run(service.serve_forever())
     except Exception as e:  # noqa: BLE001 - a start-up failure: say what failed, exit non-zero

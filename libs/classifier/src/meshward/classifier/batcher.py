@@ -21,6 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from meshward.telemetry import metrics
+
 __all__ = ["BatcherClosed", "BatcherStats", "DeadlineExceeded", "MicroBatcher"]
 
 T = TypeVar("T")
@@ -144,7 +146,10 @@ class MicroBatcher(Generic[T, R]):
             if not batch:
                 continue
             try:
+                started = time.perf_counter()
                 results = await loop.run_in_executor(self._executor, self._fn, [p.item for p in batch])
+                metrics.CLASSIFIER_BATCH_SIZE.labels(self.name).observe(len(batch))
+                metrics.CLASSIFIER_INFERENCE_SECONDS.labels(self.name).observe(time.perf_counter() - started)
                 if len(results) != len(batch):
                     raise RuntimeError(f"{self.name}: batch function returned {len(results)} results for {len(batch)} items")
             except Exception as exc:  # noqa: BLE001 - handed to every caller of this batch

@@ -16,6 +16,7 @@ from meshward.contracts import (
     SecurityViolation,
     subjects,
 )
+from meshward.telemetry import metrics
 
 from .decision import Layer, RulesLayerAdapter, SecurityDecider
 from .known_threats import KnownThreatsLayer
@@ -64,6 +65,8 @@ def create_service(settings: SecuritySettings | None = None) -> Service[Security
     @service.handler(subjects.SECURITY_CHECK, SecurityCheckRequest)
     async def check(req: SecurityCheckRequest) -> SecurityVerdict:
         verdict = await service.state.decider.decide(req.text)
+        if not verdict.allowed:
+            metrics.SECURITY_BLOCKS.labels(str(verdict.threat_category), str(verdict.layer)).inc()
         if not verdict.allowed and settings.publish_violations and verdict.threat_category is not None:
             service.bus.emit(
                 subjects.EVENT_VIOLATION,

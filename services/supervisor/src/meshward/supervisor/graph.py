@@ -23,6 +23,7 @@ from langgraph.graph import END, START, StateGraph
 from meshward.bus import context, tracer
 from meshward.bus.tracing import current_trace_id
 from meshward.contracts import OUT_OF_SCOPE, ChatMessage, ChatRequest, ChatRole, RemoteError, RoutingDecision, subjects
+from meshward.telemetry import names
 from opentelemetry.trace import Status, StatusCode
 
 from . import deep
@@ -133,7 +134,7 @@ class GraphBuilder:
             # deadline, counted from the question's start
             deep_run = state.get("tier") == "deep" and state.get("started_at")
             token = context.set_deadline(state["started_at"] + self.deep.timeout_s) if deep_run else None
-            with _tracer.start_as_current_span(f"node {name}", attributes={"langgraph.node": name}) as span:
+            with _tracer.start_as_current_span(names.node_span(name), attributes={"langgraph.node": name}) as span:
                 try:
                     update = await fn(state)
                 except RemoteError as e:

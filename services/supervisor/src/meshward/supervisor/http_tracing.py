@@ -3,8 +3,10 @@ continuing a caller's W3C traceparent when one is sent, and a body-size bound.""
 from __future__ import annotations
 
 import json
+import time
 
 from meshward.bus import tracer
+from meshward.telemetry import metrics, names
 from opentelemetry import context as otel_context
 from opentelemetry.propagate import extract
 from opentelemetry.trace import SpanKind, Status, StatusCode
@@ -27,9 +29,11 @@ class HttpServerMiddleware:
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", [])}
         token = otel_context.attach(extract(headers))
         method, path = scope.get("method", "GET"), scope.get("path", "/")
+        started = time.perf_counter()
+        status_holder = {}
         try:
             with _tracer.start_as_current_span(
-                f"{method} {path}",
+                names.http_span(method, path),
                 kind=SpanKind.SERVER,
                 attributes={"http.request.method": method, "url.path": path},
             ) as span:
@@ -49,8 +53,6 @@ class HttpServerMiddleware:
                             raise _BodyTooLarge
                     return message
 
-                status_holder = {}
-
                 async def tracked_send(message):
                     if message["type"] == "http.response.start":
                         status_holder["status"] = message["status"]
@@ -67,6 +69,10 @@ class HttpServerMiddleware:
                         await self._reject(send)
         finally:
             otel_context.detach(token)
+            # The route template, never the raw path: thread ids in paths would explode the label set.
+            route = getattr(scope.get("route"), "path", "unmatched")
+            metrics.HTTP_REQUESTS.labels(route, method, str(status_holder.get("status", 413))).inc()
+            metrics.HTTP_SECONDS.labels(route, method).observe(time.perf_counter() - started)
 
     async def _reject(self, send) -> None:
         body = _too_large(self.max_body_bytes)

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Build every meshward image that this tree can build (`make images`):
+#   meshward/nats, meshward/<service> for each service present, and with --gpu meshward/<classifier>-gpu.
+# Uses the official python:3.11-slim-bookworm base when a registry answers, otherwise the offline base
+# (docker/offline-base.sh). Classifier images carry the model built by `meshward train` (MESHWARD_MODELS_DIR).
+# Env: MESHWARD_IMAGE_TAG (default: local), BASE_IMAGE / GPU_BASE_IMAGE to force a base.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tag=${MESHWARD_IMAGE_TAG:-local}
+gpu=0; [[ ${1:-} == --gpu ]] && gpu=1
+PY=${PY:-.venv/bin/python}
+docker info >/dev/null 2>&1 || { echo "no Docker engine answers (start dockerd, or set DOCKER_HOST)" >&2; exit 1; }
+
+if [[ -z ${BASE_IMAGE:-} ]]; then
+    if docker image inspect python:3.11-slim-bookworm >/dev/null 2>&1 || timeout 60 docker pull -q python:3.11-slim-bookworm >/dev/null 2>&1; then
+        BASE_IMAGE=python:3.11-slim-bookworm
+    else
+        echo "no registry answers: using the offline Debian base"
+        bash docker/offline-base.sh meshward/base:bookworm
+        BASE_IMAGE=meshward/base:bookworm
+    fi
+fi
+GPU_BASE_IMAGE=${GPU_BASE_IMAGE:-$BASE_IMAGE}  # set it to a CUDA runtime + cuDNN image with Python 3.11 for real GPU nodes
+
+bash docker/wheelhouse.sh $([[ $gpu == 1 ]] && echo --gpu)
+
+# Stage each built classifier: CPU images get the int8 graph, GPU images the fp16 one (int8 kept as CPU fallback).
+for name in security intent; do
+    [[ -d services/$name ]] || continue
+    dir=$($PY -c "import meshward.$name.training as t; print(t.find_model_dir())") \
+        || { echo "the $name model is not built: run 'meshward train $name' (make models)" >&2; exit 1; }
+    rm -rf "build/models/$name"; mkdir -p "build/models/$name/cpu" "build/models/$name/gpu"
+    cp "$dir"/{model.int8.onnx,tokenizer.json,card.json,README.md} "build/models/$name/cpu/"
+    cp "$dir"/{model.int8.onnx,model.fp16.onnx,tokenizer.json,card.json,README.md} "build/models/$name/gpu/"
+done
+
+build() {  # image target service [variant]
+    local variant=${4:-cpu} base=$BASE_IMAGE
+    [[ $variant == gpu ]] && base=$GPU_BASE_IMAGE
+    echo "== $1:$tag"
+    docker build --quiet -f docker/Dockerfile --build-arg BASE_IMAGE="$base" --build-arg VARIANT="$variant" \
+        --build-arg SERVICE="$3" --target "$2" -t "$1:$tag" . >/dev/null
+}
+
+bash docker/nats/build.sh "meshward/nats:$tag"
+for d in services/*/; do
+    svc=$(basename "$d")
+    case $svc in
+        security|intent) build "meshward/$svc" classifier "$svc" ;;
+        *) build "meshward/$svc" service "$svc" ;;
+    esac
+    if [[ $gpu == 1 ]]; then
+        case $svc in
+            security|intent) build "meshward/$svc-gpu" classifier "$svc" gpu ;;
+            llm) build "meshward/$svc-gpu" service "$svc" gpu ;;
+        esac
+    fi
+done
+docker image ls --format '{{.Repository}}:{{.Tag}}\t{{.Size}}' | grep "^meshward/.*:$tag" | sort
