@@ -211,6 +211,31 @@ async def test_each_user_does_what_its_row_allows_and_nothing_else(closed):
         assert "subscription" in text and "publish" in text
         await nc.close()
 
+        # llm streams tokens into the supervisor's inboxes, and into nobody else's
+        llm_errors: list[Exception] = []
+
+        async def record_llm(e: Exception) -> None:
+            llm_errors.append(e)
+
+        supervisor_nc = callers["supervisor"].nc
+        stream_inbox = supervisor_nc.new_inbox()
+        got: list[bytes] = []
+
+        async def on_chunk(msg) -> None:
+            got.append(msg.data)
+
+        chunks = await supervisor_nc.subscribe(stream_inbox, cb=on_chunk)
+        llm_settings = settings_for(closed, "llm")
+        llm_nc = await nats.connect(llm_settings.nats_url, user="llm", password=llm_settings.password().get_secret_value(),
+                                    inbox_prefix=llm_settings.inbox_prefix(), error_cb=record_llm)
+        await llm_nc.publish(stream_inbox, b"chunk")
+        await llm_nc.publish("_INBOX.tools.x", b"chunk")
+        await llm_nc.flush()
+        await until(lambda: got and llm_errors)
+        assert got == [b"chunk"] and "publish" in str(llm_errors[0]).lower()
+        await chunks.unsubscribe()
+        await llm_nc.close()
+
         # JetStream: only memory manages a consumer on the events stream
         await callers["supervisor"].ensure_event_stream()
         from meshward.bus.permissions import MEMORY_DURABLE

@@ -99,7 +99,12 @@ PERMISSIONS: dict[str, Permissions] = {
         subscribe=(_own("memory"),),
         description="consumes the events stream through its durable consumer; answers its own subjects",
     ),
-    "llm": Permissions(subscribe=(_own("llm"),), description="answers its own subjects only"),
+    "llm": Permissions(
+        # streamed tokens (ChatChunk) go to the inbox the supervisor named in the request, beside the reply
+        publish=(inbox("supervisor"),),
+        subscribe=(_own("llm"),),
+        description="answers its own subjects; streams tokens to the supervisor's inboxes only",
+    ),
 }
 
 
