@@ -1,23 +1,34 @@
 """NATS door onto the tool registry: meshward.v1.tools.list / .call."""
 from __future__ import annotations
 
+import asyncio
+import contextlib
+
 from meshward.bus import Service, ServiceError
 from meshward.bus.context import current_request_id
-from meshward.contracts import ToolCalled, ToolCallRequest, ToolCatalog, ToolListRequest, ToolResult, subjects
+from meshward.contracts import Event, ToolCalled, ToolCallRequest, ToolCatalog, ToolListRequest, ToolResult, subjects
 
 from .builtin import build_registry
+from .cluster.tools import ClusterDomain
 from .mcp_mount import McpMount
 from .mcp_server import McpHttpServer
 from .registry import ToolError, ToolRegistry
 from .settings import ToolsSettings
 
 
-def create_service(settings: ToolsSettings | None = None, registry: ToolRegistry | None = None) -> Service:
+def create_service(settings: ToolsSettings | None = None, registry: ToolRegistry | None = None, cluster: ClusterDomain | None = None) -> Service:
     settings = settings or ToolsSettings()
-    registry = registry or build_registry()
+    cluster = cluster or ClusterDomain()
+    registry = registry or build_registry(cluster=cluster)
     service = Service("tools")
 
     state: dict = {}
+
+    def emit(subject: str, event: Event) -> None:
+        if settings.publish_events and service.bus is not None:
+            service.bus.emit(subject, event.model_copy(update={"request_id": event.request_id or current_request_id()}))
+
+    cluster.emit = emit
 
     def tool_called(name: str, ok: bool, duration_ms: float, error_code: str | None) -> None:
         if settings.publish_events and service.bus is not None:
@@ -36,9 +47,16 @@ def create_service(settings: ToolsSettings | None = None, registry: ToolRegistry
             state["mcp"] = server
             svc.details["mcp"] = server.url
         svc.details["tools"] = ",".join(registry.names())
+        if cluster.settings.health_interval_s:
+            state["cluster_health"] = asyncio.create_task(cluster.run_health_checks(cluster.settings.health_interval_s), name="cluster-health")
 
     @service.on_shutdown
     async def _stop(svc: Service) -> None:
+        if "cluster_health" in state:
+            state["cluster_health"].cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await state["cluster_health"]
+        await cluster.close()
         if "mcp" in state:
             await state["mcp"].stop()
         if "mount" in state:
