@@ -14,7 +14,7 @@ MIN_DISTINCT_CHARS = 12
 class ClusterSettings(BaseSettings):
     """MESHWARD_CLUSTER_* plus MESHWARD_SECRET_KEY (the key credentials are sealed with; none: no registration)."""
 
-    model_config = SettingsConfigDict(env_prefix="MESHWARD_CLUSTER_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="MESHWARD_CLUSTER_", extra="ignore", populate_by_name=True)
 
     secret_key: SecretStr | None = Field(default=None, validation_alias=AliasChoices("MESHWARD_SECRET_KEY"))
     # Until the approval API exists, registration and removal run only when an operator allows them.
