@@ -7,6 +7,8 @@ import logging
 from meshward.bus import Service, ServiceError
 from meshward.bus.events import EventConsumer
 from meshward.contracts import (
+    ClusterAudit,
+    ClusterHealthChecked,
     ContextReply,
     ContextRequest,
     ErrorCode,
@@ -67,6 +69,9 @@ class EventSink:
             await self.store.record_decision(RoutingDecision.model_validate_json(data))
         elif subject == subjects.EVENT_VIOLATION:
             await self.learn(SecurityViolation.model_validate_json(data))
+        elif subject in (subjects.EVENT_CLUSTER_AUDIT, subjects.EVENT_CLUSTER_HEALTH):
+            model = ClusterAudit if subject == subjects.EVENT_CLUSTER_AUDIT else ClusterHealthChecked
+            await self.store.record_cluster_event(model.model_validate_json(data))
 
     async def learn(self, event: SecurityViolation) -> None:
         await self.store.record_violation(event)

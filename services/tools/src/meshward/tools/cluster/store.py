@@ -26,6 +26,7 @@ from sqlalchemy import (
     delete,
     insert,
     select,
+    text,
     update,
 )
 from sqlalchemy.engine import make_url
@@ -61,7 +62,13 @@ def _v1(conn: Connection) -> None:
 MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1,)
 
 
+# Any constant: PostgreSQL openers (several tools replicas) queue on this advisory lock instead of racing.
+_PG_LOCK_KEY = 0x636C7573746572  # "cluster"
+
+
 def migrate(conn: Connection) -> None:
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK_KEY})
     schema_version.create(conn, checkfirst=True)
     done = set(conn.scalars(select(schema_version.c.version)))
     for version, step in enumerate(MIGRATIONS, start=1):
