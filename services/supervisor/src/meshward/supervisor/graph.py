@@ -21,6 +21,7 @@ from meshward.bus.tracing import current_trace_id
 from meshward.contracts import OUT_OF_SCOPE, RemoteError, RoutingDecision, subjects
 from opentelemetry.trace import Status, StatusCode
 
+from .credentials import reveal
 from .planner import Plan, compose_answer, plan, resolve_arguments
 from .ports import AgentPorts
 from .state import AskState
@@ -35,7 +36,7 @@ USER_ERROR_CODES = {"bad_request", "too_large", "refused", "not_found"}
 
 REFUSALS = {
     "security": "I can't help with that: the request was blocked by the security policy ({category}).",
-    "out_of_scope": "That's outside what I can help with. " "I'm a data-center operations assistant: ask me about the data center's weather or location, calculations, charts, attached documents or host diagnostics.",
+    "out_of_scope": "That's outside what I can help with. " "I'm a data-center operations assistant: ask me about the data center's weather or location, calculations, charts, attached documents, host diagnostics or registered Kubernetes clusters.",
 }
 
 
@@ -154,7 +155,7 @@ class GraphBuilder:
 
     async def _call(self, call, done: dict[str, dict[str, Any]]) -> dict[str, Any]:
         try:
-            arguments = resolve_arguments(call.arguments, done)
+            arguments = reveal(resolve_arguments(call.arguments, done))
         except KeyError as e:
             return {"name": call.name, "error": {"code": "internal", "message": f"{call.name} needs {e} from an earlier step, which did not provide it"}}
         try:
