@@ -264,3 +264,15 @@ async def test_kubeconfig_over_tls_and_tls_failures(tmp_path):
         assert e.code == ErrorCode.BAD_REQUEST and "exec" in e.message
         await domain.close()
 
+
+
+async def test_periodic_check_publishes_one_event_per_cluster(tmp_path, kube):
+    domain, registry, events = await registered(tmp_path, kube)
+    await registry.call("cluster_register", {"name": "gone", "api_url": kube.url, "token": TOKEN})
+    kube.fail["/api/v1/pods"] = 403  # a check that fails is still reported, as unreachable with the cause
+    events.clear()
+    found = await domain.check_all()
+    assert [h.cluster for h in found] == ["gone", "lab"]
+    assert [(e.cluster, e.source, e.verdict) for _, e in events] == [("gone", "scheduled", "unreachable"), ("lab", "scheduled", "unreachable")]
+    assert "RBAC" in events[0][1].reasons[0]
+    await domain.close()
