@@ -2,33 +2,19 @@
 list, remove, and the sealed credentials as stored. Skipped when the server does not answer within 2 s."""
 from __future__ import annotations
 
-import uuid
-
 import pytest
 from meshward.tools.cluster.crypto import Sealer
 from meshward.tools.cluster.store import ClusterStore
 from pydantic import SecretStr
 
-asyncpg = pytest.importorskip("asyncpg")
+from tests.pg import scratch_database
 
 pytestmark = pytest.mark.postgres
 
-SERVER = {"host": "127.0.0.1", "port": 5432, "user": "postgres"}
-
-
 @pytest.fixture
 async def pg_url():
-    try:
-        admin = await asyncpg.connect(**SERVER, database="test", timeout=2)
-    except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
-        pytest.skip(f"PostgreSQL does not answer at 127.0.0.1:5432 within 2 s: {exc!r}")
-    name = f"meshward_cluster_test_{uuid.uuid4().hex[:12]}"
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
+    async with scratch_database("meshward_cluster_test") as name:
         yield f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}"
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
 
 
 async def test_cluster_store_on_postgres(pg_url):
