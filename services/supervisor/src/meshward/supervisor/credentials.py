@@ -19,6 +19,14 @@ _SECRET = re.compile(
 )
 _KINDS = {"bearer token": "token", "bearer": "token", "passwd": "password"}
 
+# The one question form whose secret phrase the security check does not see (below): the whole question must be
+# a registration command, so no other text can hide behind a stripped phrase.
+_REGISTRATION = re.compile(
+    r"(?i)^\s*(?:please\s+)?(?:register|add|onboard)\s+(?:the\s+|a\s+)?(?:kubernetes\s+|k8s\s+)?cluster\s+(?:named\s+|called\s+)?"
+    r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}\s+(?:at\s+)?https?://[^\s,;\"'<>]+\s+(?P<phrase>(?:with|using)\s+(?:the\s+)?(?:bearer\s+)?token\s+"
+    + re.escape(REDACTED) + r")\s*[.!]?\s*$"
+)
+
 _secrets: ContextVar[dict[str, str] | None] = ContextVar("meshward_question_secrets", default=None)
 
 
@@ -35,6 +43,15 @@ def redact(question: str) -> tuple[str, dict[str, str]]:
         return f"{m.group('kind')}{m.group('sep')}{REDACTED}"
 
     return _SECRET.sub(repl, question), found
+
+
+def for_screening(question: str) -> str:
+    """The text the security check reads: the question, except that a registration command loses its
+    "with token [redacted]" phrase. The threat classifier was trained without benign registrations and blocks
+    any mention of a token (credential_extraction); the value is gone already, and only a question that is
+    entirely one registration command is shortened, so nothing else can hide behind the cut."""
+    m = _REGISTRATION.match(question)
+    return question if m is None else (question[: m.start("phrase")] + question[m.end("phrase") :]).strip()
 
 
 def hold(secrets: dict[str, str]) -> Token:

@@ -21,7 +21,7 @@ from meshward.bus.tracing import current_trace_id
 from meshward.contracts import OUT_OF_SCOPE, RemoteError, RoutingDecision, subjects
 from opentelemetry.trace import Status, StatusCode
 
-from .credentials import reveal
+from .credentials import for_screening, reveal
 from .planner import Plan, compose_answer, plan, resolve_arguments
 from .ports import AgentPorts
 from .state import AskState
@@ -128,7 +128,7 @@ class GraphBuilder:
 
     # -- agents -----------------------------------------------------------
     async def security(self, state: AskState) -> dict[str, Any]:
-        verdict = await self.ports.check_security(state["question"], state.get("thread_id"))
+        verdict = await self.ports.check_security(for_screening(state["question"]), state.get("thread_id"))
         decision = "ALLOW" if verdict.allowed else "BLOCK"
         return {
             "security": verdict.model_dump(mode="json"),
