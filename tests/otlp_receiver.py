@@ -25,6 +25,7 @@ class ReceivedSpan:
 class OtlpReceiver:
     def __init__(self) -> None:
         self.spans: list[ReceivedSpan] = []
+        self.payloads: list[bytes] = []  # every export as received (attributes included), for leak checks
         self._lock = threading.Lock()
         receiver = self
 
@@ -35,6 +36,8 @@ class OtlpReceiver:
                     body = gzip.decompress(body)
                 req = ExportTraceServiceRequest()
                 req.ParseFromString(body)
+                with receiver._lock:
+                    receiver.payloads.append(body)
                 receiver._add(req)
                 out = ExportTraceServiceResponse().SerializeToString()
                 self.send_response(200)

@@ -37,6 +37,9 @@ async def system(otlp, upstreams):
         "OTEL_BSP_SCHEDULE_DELAY": "200",
         "MESHWARD_LOG_LEVEL": "INFO",
         "MESHWARD_MCP_PORT": str(mcp_port),
+        # cluster registration from the graph (tests/e2e/test_cluster.py); a throwaway key for sealing credentials
+        "MESHWARD_CLUSTER_WRITE": "allow",
+        "MESHWARD_SECRET_KEY": "e2e-Kp4vQ9xZ2mT7rW1nB8yH3cF6jL0sD5gA",
         # a small context budget so that a short e2e conversation is compressed (default 20k tokens)
         "MESHWARD_MEMORY_CONTEXT_THRESHOLD_TOKENS": "60",
         "MESHWARD_MEMORY_CONTEXT_MAX_TOKENS": "400",

@@ -6,34 +6,20 @@ bodies are the SQLite ones: tests/unit/memory/memory_store_contract.py.
 """
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
+from tests.pg import SERVER, scratch_database
 from tests.unit.memory.memory_store_contract import MemoryStoreContract
 
 asyncpg = pytest.importorskip("asyncpg")
 
 pytestmark = pytest.mark.postgres
 
-SERVER = {"host": "127.0.0.1", "port": 5432, "user": "postgres"}
-
 
 @pytest.fixture(scope="session")
 async def pg_database():
-    try:
-        admin = await asyncpg.connect(**SERVER, database="test", timeout=2)
-    except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
-        pytest.skip(f"PostgreSQL does not answer at 127.0.0.1:5432 within 2 s: {exc!r}")
-    name = f"meshward_memory_test_{uuid.uuid4().hex[:12]}"
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        try:
-            yield name
-        finally:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
+    async with scratch_database("meshward_memory_test") as name:
+        yield name
 
 
 class TestPostgresMemoryStore(MemoryStoreContract):

@@ -10,7 +10,7 @@ from meshward.embedding import get_encoder
 from meshward.intent.classifier import ScopeClassifier
 from meshward.intent.scope import load_scope
 
-INTENTS = {"weather", "location", "calculation", "chart", "document", "diagnostics", "assistant_help"}
+INTENTS = {"weather", "location", "calculation", "chart", "document", "diagnostics", "cluster_register", "cluster_info", "cluster_health", "assistant_help"}
 
 IN_SCOPE: list[tuple[str, str]] = [
     # weather
@@ -59,6 +59,12 @@ IN_SCOPE: list[tuple[str, str]] = [
     ("How many cores and how much memory does this machine have?", "diagnostics"),
     ("Is the CPU maxed out?", "diagnostics"),
     ("free -h", "diagnostics"),
+    # clusters
+    ("Please register cluster orion at https://10.9.9.9:6443 with token [redacted]", "cluster_register"),
+    ("list our kubernetes clusters", "cluster_info"),
+    ("Which Kubernetes version is orion on?", "cluster_info"),
+    ("Are any pods failing in cluster orion?", "cluster_health"),
+    ("is orion healthy right now?", "cluster_health"),
     # assistant_help
     ("What sort of things can you help me with?", "assistant_help"),
     ("hey", "assistant_help"),

@@ -7,7 +7,7 @@ import pytest
 import yaml
 from meshward.intent.scope import IntentSpec, Scope, ScopeError, load_scope
 
-SEVEN = {"weather", "location", "calculation", "chart", "document", "diagnostics", "assistant_help"}
+SCOPE_INTENTS = {"weather", "location", "calculation", "chart", "document", "diagnostics", "cluster_register", "cluster_info", "cluster_health", "assistant_help"}
 
 
 def _write(tmp_path: Path, data: object) -> Path:
@@ -29,7 +29,7 @@ def test_packaged_default_scope() -> None:
     assert isinstance(scope, Scope)
     assert scope.name == "datacenter"
     assert scope.description
-    assert set(scope.intents) == SEVEN
+    assert set(scope.intents) == SCOPE_INTENTS
     for name, spec in scope.intents.items():
         assert isinstance(spec, IntentSpec)
         assert spec.description, name

@@ -11,8 +11,23 @@ import asyncio
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
-from meshward.contracts import AgentDecision, InteractionCompleted, RoutingDecision, StatsReply, ThreatCategory
-from meshward.memory.migrations import MIGRATIONS, agent_decisions, interactions, schema_version, threads
+from meshward.contracts import (
+    AgentDecision,
+    ClusterAudit,
+    ClusterHealthChecked,
+    InteractionCompleted,
+    RoutingDecision,
+    StatsReply,
+    ThreatCategory,
+)
+from meshward.memory.migrations import (
+    MIGRATIONS,
+    agent_decisions,
+    cluster_events,
+    interactions,
+    schema_version,
+    threads,
+)
 from meshward.memory.store import MemoryStore
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -257,6 +272,15 @@ class MemoryStoreContract:
         assert turn.question == "a\ufffdb"
 
     # --- migrations ------------------------------------------------------------------------
+
+    async def test_cluster_events_are_stored_once(self, store, db):
+        audit = ClusterAudit(action="registered", cluster="lab", api_url="https://lab:6443", auth="token", labels={"env": "lab"}, occurred_at=T0)
+        health = ClusterHealthChecked(cluster="lab", verdict="degraded", reasons=["1 of 3 nodes not ready: w-2"], latency_ms=3.5, source="scheduled", occurred_at=T0)
+        assert await store.record_cluster_event(audit) and await store.record_cluster_event(health)
+        assert not await store.record_cluster_event(audit)  # redelivered
+        rows = await fetch(db, select(cluster_events.c.kind, cluster_events.c.cluster, cluster_events.c.state, cluster_events.c.detail).order_by(cluster_events.c.id))
+        assert [(r.kind, r.cluster, r.state) for r in rows] == [("cluster_audit", "lab", "registered"), ("cluster_health", "lab", "degraded")]
+        assert rows[0].detail["api_url"] == "https://lab:6443" and rows[1].detail["reasons"] == ["1 of 3 nodes not ready: w-2"]
 
     async def test_migrations_are_idempotent(self, store_url):
         first, second = await asyncio.gather(MemoryStore.open(store_url), MemoryStore.open(store_url))

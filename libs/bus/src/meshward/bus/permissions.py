@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from meshward.contracts.subjects import (
+    EVENT_CLUSTER_AUDIT,
+    EVENT_CLUSTER_HEALTH,
     EVENT_INTERACTION,
     EVENT_ROUTING,
     EVENT_TOOL_CALLED,
@@ -90,9 +92,9 @@ PERMISSIONS: dict[str, Permissions] = {
     ),
     "intent": Permissions(subscribe=(_own("intent"),), description="answers its own subjects only"),
     "tools": Permissions(
-        publish=_event_publisher(EVENT_TOOL_CALLED),
+        publish=_event_publisher(EVENT_TOOL_CALLED, EVENT_CLUSTER_AUDIT, EVENT_CLUSTER_HEALTH),
         subscribe=(_own("tools"),),
-        description="answers its own subjects; tool-called events",
+        description="answers its own subjects; tool-called, cluster audit and cluster health events",
     ),
     "memory": Permissions(
         publish=_consumer(MEMORY_DURABLE),

@@ -5,6 +5,8 @@ from .catalog import ENDPOINTS, EVENTS, Endpoint
 from .errors import ErrorCode, ErrorReply, RemoteError
 from .events import (
     AgentDecision,
+    ClusterAudit,
+    ClusterHealthChecked,
     Event,
     InteractionCompleted,
     RoutingDecision,
@@ -69,6 +71,7 @@ from .tools import (
 __all__ = [
     "AttemptOutcome", "ChatChunk", "ChatMessage", "ChatRequest", "ChatResponse", "ChatRole", "CheckMode",
     "ProviderAttempt", "ToolCallRequestByModel", "Usage",
+    "ClusterAudit", "ClusterHealthChecked",
     "AgentDecision", "CONTRACTS_VERSION", "Content", "ContextReply", "ContextRequest", "Hit", "InsightsReply",
     "InsightsRequest", "RetractThreatReply", "RetractThreatRequest", "SearchReply", "SearchRequest",
     "SimilarThreatsReply", "SimilarThreatsRequest", "DataContent", "DecidingLayer", "ENDPOINTS", "EVENTS", "Endpoint",

@@ -6,7 +6,14 @@ from dataclasses import dataclass
 from . import subjects as s
 from .base import Message
 from .errors import ErrorReply
-from .events import InteractionCompleted, RoutingDecision, SecurityViolation, ToolCalled
+from .events import (
+    ClusterAudit,
+    ClusterHealthChecked,
+    InteractionCompleted,
+    RoutingDecision,
+    SecurityViolation,
+    ToolCalled,
+)
 from .health import HealthReply, HealthRequest
 from .intent import IntentRequest, IntentResult
 from .llm import ChatRequest, ChatResponse
@@ -63,6 +70,8 @@ EVENTS: tuple[tuple[str, type[Message]], ...] = (
     (s.EVENT_INTERACTION, InteractionCompleted),
     (s.EVENT_VIOLATION, SecurityViolation),
     (s.EVENT_TOOL_CALLED, ToolCalled),
+    (s.EVENT_CLUSTER_AUDIT, ClusterAudit),
+    (s.EVENT_CLUSTER_HEALTH, ClusterHealthChecked),
 )
 
 ERROR_MODEL = ErrorReply

@@ -74,3 +74,25 @@ class ToolCalled(Event):
     ok: bool
     duration_ms: float
     error_code: str | None = None
+
+
+class ClusterAudit(Event):
+    """A cluster registered, re-registered or removed (tools service). Never carries credentials."""
+
+    type: Literal["cluster_audit"] = "cluster_audit"
+    action: Literal["registered", "updated", "removed"]
+    cluster: str = Field(max_length=64)
+    api_url: str = Field(default="", max_length=2048)
+    auth: str = Field(default="", max_length=16)  # token | kubeconfig
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class ClusterHealthChecked(Event):
+    """One health check of a registered cluster (the periodic check, or a question)."""
+
+    type: Literal["cluster_health"] = "cluster_health"
+    cluster: str = Field(max_length=64)
+    verdict: Literal["healthy", "degraded", "unreachable"]
+    reasons: list[str] = Field(default_factory=list, max_length=32)
+    latency_ms: float | None = None
+    source: Literal["scheduled", "question"] = "question"

@@ -32,6 +32,8 @@ EVENT_ROUTING = f"{EVENTS_PREFIX}.routing"
 EVENT_INTERACTION = f"{EVENTS_PREFIX}.interaction"
 EVENT_VIOLATION = f"{EVENTS_PREFIX}.violation"
 EVENT_TOOL_CALLED = f"{EVENTS_PREFIX}.tool_called"
+EVENT_CLUSTER_AUDIT = f"{EVENTS_PREFIX}.cluster_audit"
+EVENT_CLUSTER_HEALTH = f"{EVENTS_PREFIX}.cluster_health"
 
 # Message headers
 HDR_TRACEPARENT = "traceparent"

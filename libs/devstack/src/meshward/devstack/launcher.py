@@ -105,6 +105,7 @@ class Stack:
             PYTHONUNBUFFERED="1",
         )
         env.setdefault("MESHWARD_DATABASE_URL", f"sqlite+aiosqlite:///{self.data_dir / 'memory.db'}")
+        env.setdefault("MESHWARD_CLUSTER_DATABASE_URL", f"sqlite+aiosqlite:///{self.data_dir / 'tools.db'}")
         env.setdefault("MESHWARD_CHECKPOINT_DB", str(self.data_dir / "checkpoints.db"))
         env.setdefault("MESHWARD_CHROMA_PATH", str(self.data_dir / "chroma"))
         # Five processes share the cores: a BLAS or ONNX thread pool per process would

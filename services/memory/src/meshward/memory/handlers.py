@@ -11,6 +11,8 @@ from meshward.bus import Service, ServiceError
 from meshward.bus import context as request_context
 from meshward.bus.events import EventConsumer
 from meshward.contracts import (
+    ClusterAudit,
+    ClusterHealthChecked,
     ContextReply,
     ContextRequest,
     ErrorCode,
@@ -77,6 +79,9 @@ class EventSink:
             await self.sql.submit(RoutingDecision.model_validate_json(data))
         elif subject == subjects.EVENT_VIOLATION:
             await self.learn(SecurityViolation.model_validate_json(data))
+        elif subject in (subjects.EVENT_CLUSTER_AUDIT, subjects.EVENT_CLUSTER_HEALTH):
+            model = ClusterAudit if subject == subjects.EVENT_CLUSTER_AUDIT else ClusterHealthChecked
+            await self.store.record_cluster_event(model.model_validate_json(data))
 
     async def learn(self, event: SecurityViolation) -> None:
         await self.store.record_violation(event)

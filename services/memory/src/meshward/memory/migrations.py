@@ -163,6 +163,24 @@ violations = Table(
 )
 
 
+# Cluster audit (registered / updated / removed) and health-check events from the tools service, one row each:
+# `state` is the action or the verdict, `detail` the rest of the event (never credentials: events carry none).
+cluster_events = Table(
+    "cluster_events",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("event_id", Str(ID), nullable=False, unique=True),
+    Column("occurred_at", UTCDateTime, nullable=False),
+    Column("kind", Str(32), nullable=False),  # cluster_audit | cluster_health
+    Column("cluster", Str(64), nullable=False),
+    Column("state", Str(32), nullable=False),
+    Column("detail", JSON, nullable=False),
+    Column("request_id", Str(ID)),
+    Column("trace_id", Str(64)),
+    Index(None, "cluster", "occurred_at"),
+)
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -181,6 +199,7 @@ def _violations(conn: Connection) -> None:
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "interactions, agent_decisions, learned_patterns, threads", _initial_schema),
     Migration(2, "violations log", _violations),
+    Migration(3, "cluster audit and health events", lambda conn: cluster_events.create(conn)),
 )
 
 # Any constant: PostgreSQL openers queue on this advisory lock instead of racing.

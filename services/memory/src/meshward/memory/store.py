@@ -14,14 +14,23 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from meshward.contracts import InsightsReply, InteractionCompleted, RoutingDecision, SecurityViolation, StatsReply, Turn
+from meshward.contracts import (
+    ClusterAudit,
+    ClusterHealthChecked,
+    InsightsReply,
+    InteractionCompleted,
+    RoutingDecision,
+    SecurityViolation,
+    StatsReply,
+    Turn,
+)
 from sqlalchemy import Connection, case, event, func, insert, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.sql import Executable
 
-from .migrations import agent_decisions, interactions, migrate, threads, violations
+from .migrations import agent_decisions, cluster_events, interactions, migrate, threads, violations
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
 _INSERT = {"sqlite": sqlite.insert, "postgresql": postgresql.insert}
@@ -221,6 +230,20 @@ class MemoryStore:
                 )
                 .on_conflict_do_nothing(index_elements=[violations.c.event_id])
                 .returning(violations.c.id)
+            )
+        return stored is not None
+
+    async def record_cluster_event(self, event: ClusterAudit | ClusterHealthChecked) -> bool:
+        """Store a cluster audit or health event; False if it was stored already."""
+        state = event.action if isinstance(event, ClusterAudit) else event.verdict
+        detail = event.model_dump(mode="json", exclude={"event_id", "occurred_at", "request_id", "thread_id", "trace_id", "type", "cluster"})
+        async with self._writer.begin() as conn:
+            stored = await conn.scalar(
+                self._insert(cluster_events)
+                .values(event_id=event.event_id, occurred_at=event.occurred_at, kind=event.type, cluster=event.cluster, state=state,
+                        detail=detail, request_id=event.request_id, trace_id=event.trace_id)
+                .on_conflict_do_nothing(index_elements=[cluster_events.c.event_id])
+                .returning(cluster_events.c.id)
             )
         return stored is not None
 

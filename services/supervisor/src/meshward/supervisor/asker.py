@@ -12,6 +12,7 @@ from meshward.bus import context
 from meshward.bus.tracing import current_trace_id
 from meshward.contracts import AgentDecision, InteractionCompleted, subjects
 
+from . import credentials
 from .models import AskResponse
 from .ports import AgentPorts
 from .state import fresh_run
@@ -68,6 +69,8 @@ class Asker:
     ) -> AskResponse:
         start = time.perf_counter()
         started_at = time.time()
+        question, secrets = credentials.redact(question)  # before anything sees or keeps the question
+        s_token = credentials.hold(secrets)
         thread_id = thread_id or uuid.uuid4().hex
         request_id = context.new_request_id()
         d_token = context.set_deadline(started_at + self.timeout_s)
@@ -82,6 +85,7 @@ class Asker:
         finally:
             context.reset_deadline(d_token)
             context.reset_request_id(r_token)
+            credentials.release(s_token)
         duration_ms = (time.perf_counter() - start) * 1000
         intent = state.get("intent") or {}
         response = AskResponse(

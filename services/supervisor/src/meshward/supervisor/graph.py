@@ -28,6 +28,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from . import deep
 from .assess import assess
+from .credentials import for_screening, reveal
 from .planner import Plan, compose_answer, plan, resolve_arguments
 from .planner import ToolCall as _Call
 from .ports import AgentPorts
@@ -62,7 +63,7 @@ USER_ERROR_CODES = {"bad_request", "too_large", "refused", "not_found"}
 
 REFUSALS = {
     "security": "I can't help with that: the request was blocked by the security policy ({category}).",
-    "out_of_scope": "That's outside what I can help with. " "I'm a data-center operations assistant: ask me about the data center's weather or location, calculations, charts, attached documents or host diagnostics.",
+    "out_of_scope": "That's outside what I can help with. " "I'm a data-center operations assistant: ask me about the data center's weather or location, calculations, charts, attached documents, host diagnostics or registered Kubernetes clusters.",
 }
 
 
@@ -177,7 +178,7 @@ class GraphBuilder:
     # -- agents -----------------------------------------------------------
     async def security(self, state: AskState) -> dict[str, Any]:
         recent = [t["question"][:MAX_CONTEXT_TURN_CHARS] for t in state.get("history", [])[-self.deep.context_turns :]] if self.deep.context_turns else []
-        verdict = await self.ports.check_security(state["question"], state.get("thread_id"), recent)
+        verdict = await self.ports.check_security(for_screening(state["question"]), state.get("thread_id"), recent)
         decision = "ALLOW" if verdict.allowed else "BLOCK"
         return {
             "security": verdict.model_dump(mode="json"),
@@ -212,7 +213,7 @@ class GraphBuilder:
 
     async def _call(self, call, done: dict[str, dict[str, Any]]) -> dict[str, Any]:
         try:
-            arguments = resolve_arguments(call.arguments, done)
+            arguments = reveal(resolve_arguments(call.arguments, done))
         except KeyError as e:
             return {"name": call.name, "error": {"code": "internal", "message": f"{call.name} needs {e} from an earlier step, which did not provide it"}}
         try:

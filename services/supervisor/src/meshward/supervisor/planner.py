@@ -12,6 +12,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .clusters import CLUSTER_INTENTS, cluster_answer, plan_cluster
+from .clusters import TOOLS as CLUSTER_TOOLS
 from .documents import answer_from_document
 
 # What each in-scope intent needs from the tools service.
@@ -22,6 +24,7 @@ TOOLS_FOR_INTENT: dict[str, tuple[str, ...]] = {
     "chart": ("plot",),
     "document": ("pdf_extract",),
     "diagnostics": ("cli_execute",),
+    **CLUSTER_TOOLS,
 }
 
 CAPABILITIES = (
@@ -29,6 +32,7 @@ CAPABILITIES = (
     "(for example \"17% of 250\" or \"sqrt(144) + 3\"), tell you the weather and location of the data center, "
     "draw charts (\"bar chart of cpu 30, memory 50, disk 20\"), answer questions about PDFs you attach, "
     "run read-only host diagnostics (disk, memory, uptime, load, CPU, top processes), "
+    "report on registered Kubernetes clusters (\"which clusters do we have?\", \"is prod-eu healthy?\"), "
     "and recall what you asked earlier in this conversation."
 )
 
@@ -209,6 +213,8 @@ def plan(
         if found is None:
             return Plan(direct_answer="I can report disk space, memory, uptime, load, CPU count and top processes. Which one?", purpose="diagnostics", confident=False)
         return Plan(calls=[ToolCall("cli_execute", {"command": found[0]})], purpose=f"diagnostics: {found[1]}")
+    if intent in CLUSTER_INTENTS:
+        return plan_cluster(intent, question, Plan, ToolCall)
     if intent == "document":
         pdfs = [a for a in attachments if a.get("content_base64")]
         if not pdfs:
@@ -229,6 +235,8 @@ def _weather_answer(results: dict[str, dict[str, Any]], purpose: str) -> str:
 def compose_answer(intent: str, question: str, p: Plan, results: list[dict[str, Any]], attachments: list[dict[str, str]] | None = None) -> str:
     if p.direct_answer is not None:
         return p.direct_answer
+    if p.purpose.startswith("cluster_"):
+        return cluster_answer(p.purpose, results, text_of, data_of)
     errors = [(c, r) for c, r in zip(p.calls, results, strict=False) if "error" in r]
     if errors:
         call, r = errors[0]

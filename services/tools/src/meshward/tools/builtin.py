@@ -5,6 +5,7 @@ from meshward.contracts import DataContent, ErrorCode, TextContent
 from pydantic import BaseModel, ConfigDict, Field
 
 from .calculator import CalculatorError, calculate, format_result
+from .cluster.tools import ClusterDomain
 from .registry import Tool, ToolError, ToolRegistry
 
 
@@ -31,8 +32,9 @@ def calculator(args: CalculatorArgs):
     ]
 
 
-def build_registry(full: bool = True) -> ToolRegistry:
-    """The calculator, plus (with `full`) charts, PDFs, the IP/geo/weather clients and host diagnostics."""
+def build_registry(full: bool = True, cluster: ClusterDomain | None = None) -> ToolRegistry:
+    """The calculator, plus (with `full`) charts, PDFs, the IP/geo/weather clients, host diagnostics and the
+    cluster tools (of `cluster`, else of a domain from the environment's settings)."""
     registry = ToolRegistry()
     registry.register(
         Tool(
@@ -50,6 +52,7 @@ def build_registry(full: bool = True) -> ToolRegistry:
     if full:
         from . import cli, http_apis, pdf, plot, remote
 
-        for tool in [*plot.tools(), *pdf.tools(), *http_apis.tools(), *cli.cli_tools(), *remote.remote_tools()]:
+        cluster = cluster or ClusterDomain()
+        for tool in [*plot.tools(), *pdf.tools(), *http_apis.tools(), *cli.cli_tools(), *remote.remote_tools(), *cluster.tools()]:
             registry.register(tool)
     return registry

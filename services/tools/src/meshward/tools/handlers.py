@@ -1,14 +1,17 @@
 """NATS door onto the tool registry: meshward.v1.tools.list / .call."""
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
 from meshward.bus import Service, ServiceError
 from meshward.bus.context import current_request_id
-from meshward.contracts import ToolCalled, ToolCallRequest, ToolCatalog, ToolListRequest, ToolResult, subjects
+from meshward.contracts import Event, ToolCalled, ToolCallRequest, ToolCatalog, ToolListRequest, ToolResult, subjects
 
 from .builtin import build_registry
+from .cluster.tools import ClusterDomain
 from .mcp_mount import McpMount
 from .mcp_server import McpHttpServer
 from .registry import ToolError, ToolRegistry
@@ -19,12 +22,26 @@ from .settings import ToolsSettings
 class ToolsState:
     mount: McpMount | None
     mcp: McpHttpServer | None
+    cluster_health: asyncio.Task | None
 
 
-def create_service(settings: ToolsSettings | None = None, registry: ToolRegistry | None = None) -> Service[ToolsState]:
+async def _cancel(task: asyncio.Task) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+def create_service(settings: ToolsSettings | None = None, registry: ToolRegistry | None = None, cluster: ClusterDomain | None = None) -> Service[ToolsState]:
     settings = settings or ToolsSettings()
-    registry = registry or build_registry()
+    cluster = cluster or ClusterDomain()
+    registry = registry or build_registry(cluster=cluster)
     service: Service[ToolsState] = Service("tools")
+
+    def emit(subject: str, event: Event) -> None:
+        if settings.publish_events and service.bus is not None:
+            service.bus.emit(subject, event.model_copy(update={"request_id": event.request_id or current_request_id()}))
+
+    cluster.emit = emit
 
     def tool_called(name: str, ok: bool, duration_ms: float, error_code: str | None) -> None:
         if settings.publish_events and service.bus is not None:
@@ -33,6 +50,7 @@ def create_service(settings: ToolsSettings | None = None, registry: ToolRegistry
     @service.build
     async def _build(svc: Service, stack: AsyncExitStack) -> ToolsState:
         await svc.bus.ensure_event_stream()
+        stack.push_async_callback(cluster.close)
         mount = server = None
         if settings.mount_external:
             mount = McpMount(registry)
@@ -44,7 +62,11 @@ def create_service(settings: ToolsSettings | None = None, registry: ToolRegistry
             stack.push_async_callback(server.stop)
             svc.details["mcp"] = server.url
         svc.details["tools"] = ",".join(registry.names())
-        return ToolsState(mount, server)
+        health = None
+        if cluster.settings.health_interval_s:
+            health = asyncio.create_task(cluster.run_health_checks(cluster.settings.health_interval_s), name="cluster-health")
+            stack.push_async_callback(_cancel, health)
+        return ToolsState(mount, server, health)
 
     @service.handler(subjects.TOOLS_LIST, ToolListRequest)
     async def list_tools(_: ToolListRequest) -> ToolCatalog:
