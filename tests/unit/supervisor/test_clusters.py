@@ -60,9 +60,9 @@ class RecordingPorts(FakePorts):
         super().__init__(tools=CLUSTER_TOOLS, **kw)
         self.seen: list[str] = []
 
-    async def check_security(self, text, thread_id):
-        self.seen.append(text)
-        return await super().check_security(text, thread_id)
+    async def check_security(self, text, thread_id, context=None):
+        self.seen.extend([text, *(context or [])])
+        return await super().check_security(text, thread_id, context)
 
     async def classify_intent(self, text, has_attachments):
         self.seen.append(text)
