@@ -15,6 +15,15 @@ from meshward.devstack.nats_server import free_port
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
+async def until(condition, timeout: float = 60.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not condition():
+        if loop.time() > end:
+            pytest.fail("condition not reached")
+        await asyncio.sleep(0.01)
+
+
 async def answered(http: httpx.AsyncClient, question: str, attempts: int = 600) -> dict:
     """Ask until the system answers (it is restarting); every reply on the way must be a typed answer."""
     for _ in range(attempts):
@@ -46,6 +55,9 @@ async def test_killed_services_and_nats_server_are_restarted_and_no_event_is_los
                 for name in SERVICES:
                     pid = stack.procs[name].pid
                     os.kill(pid, signal.SIGKILL)
+                    # ask once the launcher has reaped and restarted it: a question published while the kernel is still
+                    # tearing the process down can reach its dying subscription and wait out the hop's deadline
+                    await until(lambda: stack.procs[name].pid != pid)
                     body = await answered(http, f"Calculate {len(threads) + 2} * 3")
                     threads.append(body["thread_id"])
                     assert stack.procs[name].pid != pid and stack.restarts[name] == 1
