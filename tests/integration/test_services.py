@@ -148,6 +148,16 @@ async def test_memory_history_reads_its_writes(service_env, bus, tmp_path):
     thread = uuid.uuid4().hex
     svc = await started(create_service(settings))
     try:
+        # the new consumer first works through what earlier tests left in the shared stream (the read's wait is
+        # bounded by read_your_writes_wait_s, and that backlog depends on which tests ran before)
+        async def drained() -> bool:
+            info = await bus.jetstream.consumer_info(subjects.EVENTS_STREAM, settings.consumer_name)
+            return info.num_pending == 0 and info.num_ack_pending == 0
+
+        for _ in range(6000):
+            if await drained():
+                break
+            await asyncio.sleep(0.01)
         for round_ in range(3):
             backlog = [
                 RoutingDecision(agent="supervisor", decision="intent", thread_id=uuid.uuid4().hex, request_id=f"b{round_}-{i}")
