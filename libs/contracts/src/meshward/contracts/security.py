@@ -14,6 +14,7 @@ class ThreatCategory(StrEnum):
     ROLE_MANIPULATION = "role_manipulation"
     SECURITY_BYPASS = "security_bypass"
     CONFIG_INSPECTION = "config_inspection"
+    HARMFUL_CONTENT = "harmful_content"  # weapons, malware, fraud, self-harm, harassment, illegal services
 
 
 class DecidingLayer(StrEnum):
