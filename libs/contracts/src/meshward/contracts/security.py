@@ -21,6 +21,8 @@ class DecidingLayer(StrEnum):
     RULES = "rules"
     CLASSIFIER = "classifier"
     KNOWN_THREATS = "known_threats"
+    DECODE = "decode"  # a reading behind an encoding, or a request to decode and follow
+    SUFFIX = "adversarial_suffix"  # optimised gibberish appended to a request
     NONE = "none"  # nothing fired: allowed by default
 
 
