@@ -73,7 +73,7 @@ def main() -> None:
         "benign_fpr": round(float(service[~is_attack].mean()), 4)}
     families: dict[str, dict[str, object]] = {}
     for e, c, s in zip(items, clf, service, strict=True):
-        f = families.setdefault(str(family_of(e.group) or e.group.split(":")[0]),
+        f = families.setdefault(str(family_of(e.group) or f"{e.group.split(':')[0]}:{e.label}"),
                                 {"label": e.label, "n": 0, "classifier": 0, "service": 0})
         f["n"] += 1
         f["classifier"] += int(c >= t)

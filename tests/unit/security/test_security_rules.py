@@ -126,6 +126,7 @@ MUST_CATCH: list[tuple[str, set[ThreatCategory]]] = [
 ]
 
 HARD_NEGATIVES = [
+    "Why does this fail? password = os.environ['DB_PASSWORD']",
     "How do I kill a zombie process?",
     "Our deploy bombed last night, how do I roll back?",
     "What's the history of the atomic bomb?",

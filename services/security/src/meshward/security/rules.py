@@ -205,8 +205,9 @@ DEFAULT_RULES: tuple[Rule, ...] = (
           rf"\b{_CRED_VERB}\b{_FILL}\s+(?:its|our|the)\s+{_DESCRIPTIVE}{_CRED_TARGET}{_NOT_ABOUT}{_FROM_A_STORE}"),
     _rule("credential.env_secret_name", CE, 0.97,
           rf"\b(?:{_CRED_VERB}|echo|cat|printenv|get|read)\b{_ANY_WORDS}\s+{_ENV_NAME}"),
+    # Code that assigns a secret ("password = os.environ['DB_PASSWORD']") is a paste to review, not a request.
     _rule("credential.env_secret_code", CE, 0.96,
-          r"(?:os\.environ|process\.env|getenv|environ\.get)\W{1,4}\$?[a-z0-9_]{0,40}(?:key|token|secret|pass)"),
+          r"(?<!=\s)(?<!=)(?:os\.environ|process\.env|getenv|environ\.get)\W{1,4}\$?[a-z0-9_]{0,40}(?:key|token|secret|pass)"),
     _rule("credential.what_do_you_hold", CE, 0.93,
           r"\b(?:which|what)\s+(?:\w+\s+)?(?:passwords|credentials|api\s+keys|secrets|access\s+tokens)\s+"
           r"(?:do|did|can)\s+you\s+(?:have|know|store|hold|see|use|access|keep)\b"),
