@@ -1,5 +1,6 @@
-"""What the security service decides on the held-out test split: the classifier alone, the rules alone, and
-the layered decision the service makes (rules first, then the classifier at its operating threshold).
+"""What the security service decides on the held-out test split: the classifier alone, the rules alone, the
+rules then the classifier, and the service's whole decision for a question (rules, adversarial-suffix layer,
+decode-and-judge, classifier), overall, per template family, and on bastioncorpus (never trained on).
 
 The model card measures the classifier alone; this script adds the rules layer, which is hand-written and
 not part of the model (so it is not in the card: a rule change does not retrain the model). Known threats
@@ -10,14 +11,28 @@ not part of the model (so it is not in the card: a rule change does not retrain 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 
 import numpy as np
 from meshward.classifier.training.metrics import recall_at_fpr
-from meshward.security.classifier import SecurityClassifier, score_texts
+from meshward.security.classifier import ClassifierLayer, SecurityClassifier, score_texts
+from meshward.security.decision import RulesLayerAdapter
+from meshward.security.handlers import _judge
 from meshward.security.rules import RulesLayer
 from meshward.security.training import held_out_splits
-from meshward.security.training.data import BENIGN, LABELS, build_examples
+from meshward.security.training.data import BENIGN, LABELS, build_examples, external_sets, family_of
+
+
+async def _service_blocks(model: SecurityClassifier, texts: list[str]) -> np.ndarray:
+    """Whether the service's decision for a question (no known threats: no memory here) blocks each text."""
+    layer = ClassifierLayer(model, max_batch_size=32, max_wait_ms=2.0)
+    decider = _judge(RulesLayerAdapter(), [], [layer]).questions
+    try:
+        verdicts = await asyncio.gather(*(decider.decide(t) for t in texts))
+    finally:
+        await layer.close()
+    return np.array([not v.allowed for v in verdicts])
 
 
 def main() -> None:
@@ -52,6 +67,27 @@ def main() -> None:
                   "benign_fpr": round(float(ruled[~is_attack].mean()), 4)},
         "layered (rules -> classifier)": {**roc(layered), **at_threshold(layered)},
     }
+    service = asyncio.run(_service_blocks(model, [e.text for e in items]))
+    out["service decision (rules, suffix, decode, classifier)"] = {
+        "attack_recall": round(float(service[is_attack].mean()), 4),
+        "benign_fpr": round(float(service[~is_attack].mean()), 4)}
+    families: dict[str, dict[str, object]] = {}
+    for e, c, s in zip(items, clf, service, strict=True):
+        f = families.setdefault(str(family_of(e.group) or f"{e.group.split(':')[0]}:{e.label}"),
+                                {"label": e.label, "n": 0, "classifier": 0, "service": 0})
+        f["n"] += 1
+        f["classifier"] += int(c >= t)
+        f["service"] += int(s)
+    out["per family (blocked / n)"] = {k: f"{v['label']}: classifier {v['classifier']}/{v['n']}, "
+                                          f"service {v['service']}/{v['n']}" for k, v in sorted(families.items())}
+    for name, rows in external_sets().items():
+        texts = [text for text, _ in rows]
+        labels = np.array([a for _, a in rows])
+        ext_clf = 1.0 - score_texts(model.clf, texts)[:, LABELS.index(BENIGN)] >= t
+        ext_service = asyncio.run(_service_blocks(model, texts))
+        out[name] = {kind: {"attack_recall": round(float(v[labels].mean()), 4),
+                            **({"benign_fpr": round(float(v[~labels].mean()), 4)} if (~labels).any() else {})}
+                     for kind, v in (("classifier", ext_clf), ("service", ext_service))}
     print(json.dumps(out, indent=2))
     if args.json:
         with open(args.json, "w") as f:

@@ -40,9 +40,10 @@ def test_asyncapi_lists_every_endpoint_and_event():
     assert json.loads((SCHEMA_DIR / "asyncapi.json").read_text()) == json.loads(rendered()["asyncapi.json"])
 
 
-def test_threat_categories_are_the_five_of_the_reference_design():
+def test_threat_categories_are_the_five_of_the_reference_design_plus_harmful_content():
     assert {c.value for c in ThreatCategory} == {
         "prompt_extraction", "credential_extraction", "role_manipulation", "security_bypass", "config_inspection",
+        "harmful_content",
     }
 
 

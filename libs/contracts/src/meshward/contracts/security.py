@@ -14,12 +14,15 @@ class ThreatCategory(StrEnum):
     ROLE_MANIPULATION = "role_manipulation"
     SECURITY_BYPASS = "security_bypass"
     CONFIG_INSPECTION = "config_inspection"
+    HARMFUL_CONTENT = "harmful_content"  # weapons, malware, fraud, self-harm, harassment, illegal services
 
 
 class DecidingLayer(StrEnum):
     RULES = "rules"
     CLASSIFIER = "classifier"
     KNOWN_THREATS = "known_threats"
+    DECODE = "decode"  # a reading behind an encoding, or a request to decode and follow
+    SUFFIX = "adversarial_suffix"  # optimised gibberish appended to a request
     NONE = "none"  # nothing fired: allowed by default
 
 

@@ -54,6 +54,10 @@ class SecurityDecider:
         self._layers = tuple(layers)
         self._model = model
 
+    @property
+    def layers(self) -> tuple[Layer, ...]:
+        return self._layers
+
     async def decide(self, text: str) -> SecurityVerdict:
         if not normalize(text):
             return SecurityVerdict(allowed=True, score=0.0, layer=DecidingLayer.NONE, reason="empty", model=self._model)

@@ -9,6 +9,7 @@ from meshward.bus import Service
 from meshward.bus.context import current_request_id
 from meshward.bus.tracing import current_trace_id
 from meshward.contracts import (
+    ModelInfo,
     OutputCheckRequest,
     OutputVerdict,
     SecurityCheckRequest,
@@ -19,15 +20,28 @@ from meshward.contracts import (
 from meshward.telemetry import metrics
 
 from .decision import Layer, RulesLayerAdapter, SecurityDecider
+from .decoding import DecodeLayer
+from .judge import ContentRulesLayer, SecurityJudge, injections_only
 from .known_threats import KnownThreatsLayer
 from .output_check import OutputChecker
 from .rules import RulesLayer
 from .settings import SecuritySettings
+from .suffix import SuffixLayer
+
+
+def _judge(rules: Layer, known: list[Layer], classifier: list[Layer], model: ModelInfo | None = None) -> SecurityJudge:
+    """Questions: rules, known threats, the adversarial-suffix layer, each decoded reading (judged by the
+    rules and the classifier), the classifier. Content: the same less known threats and suffixes (pasted data
+    has its own shapes), plus the rules for text that addresses the assistant."""
+    decode = DecodeLayer([rules, *classifier])
+    questions = SecurityDecider([rules, *known, SuffixLayer(), decode, *classifier], model=model)
+    content = SecurityDecider(injections_only([rules, ContentRulesLayer(), decode, *classifier]), model=model)
+    return SecurityJudge(questions, content)
 
 
 @dataclass(frozen=True)
 class SecurityState:
-    decider: SecurityDecider
+    judge: SecurityJudge
 
 
 def create_service(settings: SecuritySettings | None = None) -> Service[SecurityState]:
@@ -41,33 +55,36 @@ def create_service(settings: SecuritySettings | None = None) -> Service[Security
     if settings.known_threats:
         tail.append(KnownThreatsLayer(lambda: service.bus, settings.known_threat_similarity, settings.known_threats_timeout_s))
     checker = OutputChecker(settings.protected_phrases, settings.extra_secret_patterns)
-    service.details["layers"] = ",".join(str(layer.name) for layer in [rules, *tail])
+    service.details["layers"] = ",".join(str(layer.name) for layer in _judge(rules, tail, []).questions.layers)
 
     @service.build
     async def _build(svc: Service, stack: AsyncExitStack) -> SecurityState:
         await svc.bus.ensure_event_stream()
         if not settings.classifier:
-            return SecurityState(SecurityDecider([rules, *tail]))
+            return SecurityState(_judge(rules, tail, []))
         from .classifier import ClassifierLayer, SecurityClassifier
 
         # Raises ModelNotBuiltError ("run `meshward train security`") when the model is missing.
         model = await asyncio.to_thread(SecurityClassifier.load, settings.model_dir, threshold=settings.threshold)
         classifier = ClassifierLayer(model, max_batch_size=settings.max_batch_size, max_wait_ms=settings.max_wait_ms)
         stack.push_async_callback(classifier.close)
-        layers: list[Layer] = [rules, *tail, classifier]
         info = model.model_info
-        svc.details.update(layers=",".join(str(layer.name) for layer in layers), model=info.name,
+        judge = _judge(rules, tail, [classifier], model=info)
+        svc.details.update(layers=",".join(str(layer.name) for layer in judge.questions.layers),
+                           model=info.name,
                            model_version=info.version, provider=info.provider or "",
                            threshold=f"{model.threshold:.4f}", max_batch_size=str(settings.max_batch_size),
                            max_wait_ms=str(settings.max_wait_ms))
-        return SecurityState(SecurityDecider(layers, model=info))
+        return SecurityState(judge)
 
     @service.handler(subjects.SECURITY_CHECK, SecurityCheckRequest)
     async def check(req: SecurityCheckRequest) -> SecurityVerdict:
-        verdict = await service.state.decider.decide(req.text)
+        judgement = await service.state.judge.check(req)
+        verdict = judgement.verdict
         if not verdict.allowed:
             metrics.SECURITY_BLOCKS.labels(str(verdict.threat_category), str(verdict.layer)).inc()
-        if not verdict.allowed and settings.publish_violations and verdict.threat_category is not None:
+        if (not verdict.allowed and judgement.learnable and settings.publish_violations
+                and verdict.threat_category is not None):
             service.bus.emit(
                 subjects.EVENT_VIOLATION,
                 SecurityViolation(

@@ -39,6 +39,7 @@ CATEGORY_DESCRIPTIONS: dict[ThreatCategory, str] = {
     RM: "Attempts to change agent behavior or role",
     SB: "Attempts to bypass security or ignore instructions",
     CI: "Attempts to inspect internal files or configuration",
+    ThreatCategory.HARMFUL_CONTENT: "Requests for weapons, malware, fraud, self-harm, harassment or illegal services",
 }
 
 
@@ -204,8 +205,9 @@ DEFAULT_RULES: tuple[Rule, ...] = (
           rf"\b{_CRED_VERB}\b{_FILL}\s+(?:its|our|the)\s+{_DESCRIPTIVE}{_CRED_TARGET}{_NOT_ABOUT}{_FROM_A_STORE}"),
     _rule("credential.env_secret_name", CE, 0.97,
           rf"\b(?:{_CRED_VERB}|echo|cat|printenv|get|read)\b{_ANY_WORDS}\s+{_ENV_NAME}"),
+    # Code that assigns a secret ("password = os.environ['DB_PASSWORD']") is a paste to review, not a request.
     _rule("credential.env_secret_code", CE, 0.96,
-          r"(?:os\.environ|process\.env|getenv|environ\.get)\W{1,4}\$?[a-z0-9_]{0,40}(?:key|token|secret|pass)"),
+          r"(?<!=\s)(?<!=)(?:os\.environ|process\.env|getenv|environ\.get)\W{1,4}\$?[a-z0-9_]{0,40}(?:key|token|secret|pass)"),
     _rule("credential.what_do_you_hold", CE, 0.93,
           r"\b(?:which|what)\s+(?:\w+\s+)?(?:passwords|credentials|api\s+keys|secrets|access\s+tokens)\s+"
           r"(?:do|did|can)\s+you\s+(?:have|know|store|hold|see|use|access|keep)\b"),
@@ -394,6 +396,18 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     _rule("config.compact", CI, 0.9,
           r"(?:cat|read|show|print|dump|open)(?:me)?(?:the)?(?:contentsof)?etc(?:passwd|shadow)|"
           r"(?:list|print|show|dump)(?:me)?(?:all|the|your)*(?:env|environment)(?:variables|vars)"),
+    # --- harmful content: only unmistakable requests to make or do real-world harm; the classifier does the rest
+    _rule("harmful.make_weapon", ThreatCategory.HARMFUL_CONTENT, 0.97,
+          r"\b(?:how\s+(?:do\s+i|can\s+i|to|would\s+i|could\s+i)|steps?\s+to|instructions?\s+(?:for|to|on)|recipe\s+for|"
+          r"teach\s+me\s+to|guide\s+(?:to|on|for))\s+(?:make|build|assemble|synthesi[sz]e|produce|cook|create|brew|"
+          r"manufacture|making|building)\s+(?:a\s+|an\s+|some\s+|my\s+own\s+|homemade\s+)?(?:homemade\s+)?"
+          r"(?:(?:pipe|nail|car|fertili[sz]er|dirty)\s+bombs?|bombs?|napalm|ricin|sarin|nerve\s+(?:agents?|gas)|"
+          r"mustard\s+gas|chlorine\s+gas|molotov(?:\s+cocktails?)?|explosives?|grenades?|ghost\s+guns?|"
+          r"untraceable\s+(?:guns?|firearms?)|(?:a\s+)?silencers?|meth(?:amphetamine)?|fentanyl)\b"),
+    _rule("harmful.self_harm_method", ThreatCategory.HARMFUL_CONTENT, 0.95,
+          r"\b(?:(?:most\s+)?painless|easiest|quickest|best|surest)\s+way\s+to\s+(?:kill\s+myself|end\s+my\s+life|"
+          r"commit\s+suicide|die)\b|\bhow\s+many\s+[\w\s]{0,30}?(?:pills|tablets)\s+(?:would\s+it\s+take\s+)?to\s+"
+          r"(?:kill\s+myself|die|overdose|end\s+my\s+life)\b"),
 )
 
 

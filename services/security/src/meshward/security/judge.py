@@ -1,0 +1,119 @@
+"""One security check request, whatever its mode: a user's question (alone and with the thread's recent turns)
+or untrusted content (a tool result, a fetched page, an attached document) before a later step reads it.
+
+* input mode: the question is judged alone; when it passes and ``context`` holds earlier user turns, the
+  conversation (those turns and this one) is judged too, so an attack spread over several messages is seen
+  whole. It blocks only when this turn completes it: turns that were already an attack on their own were
+  judged when they were asked, and a later harmless question must not pay for them.
+* content mode: instructions addressed to the assistant (the layers that catch injections, plus
+  :class:`ContentRulesLayer`); talking about a harmful topic is not an injection, so a ``harmful_content``
+  finding does not block there. The verdict echoes the request's ``source``.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from meshward.contracts import CheckMode, DecidingLayer, SecurityCheckRequest, SecurityVerdict, ThreatCategory
+
+from .decision import Finding, Layer, SecurityDecider
+from .normalize import normalize
+
+__all__ = ["MAX_CONTEXT_CHARS", "MAX_TURNS", "ContentRulesLayer", "Judgement", "SecurityJudge", "injections_only"]
+
+MAX_TURNS = 6  # earlier user turns read with the question
+MAX_CONTEXT_CHARS = 6_000  # of the joined conversation, its most recent end
+
+
+# Text in a document or a tool result that speaks to the assistant reading it rather than to its human reader.
+_TO_ASSISTANT = r"(?:ai|a\.i\.|assistant|model|llm|chatbot|bot|agent|gpt|copilot|language\s+model)s?"
+_CONTENT_RULES = [(name, re.compile(pattern, re.IGNORECASE | re.DOTALL)) for name, pattern in (
+    ("content.note_to_assistant",
+     rf"\b(?:note|message|instructions?|attention|important|reminder|p\.?s\.?)\s*(?:to|for)\s+(?:the\s+|any\s+|all\s+)?"
+     rf"(?:{_TO_ASSISTANT})\b|\b(?:dear|hey|hi)\s+(?:the\s+)?(?:{_TO_ASSISTANT})\s*[,:!]"),
+    ("content.role_marker",
+     rf"(?:^|\n|[\[<(]|###\s*)\s*(?:system|assistant|{_TO_ASSISTANT})\s*(?:override|note|instructions?|message|prompt)?"
+     r"\s*[:\]>)]\s*.{0,80}?\b(?:you\s+(?:must|should|will|are\s+now)|ignore|disregard|forget|do\s+not|don'?t|instead|"
+     r"new\s+(?:task|instructions?)|reveal|print|send|say|reply|respond|output|obey)\b"),
+    ("content.hidden_comment",
+     rf"<!--.{{0,200}}?\b(?:{_TO_ASSISTANT}|ignore|instructions?|reveal|system\s+prompt)\b.{{0,200}}?-->"),
+    ("content.agent_directed",
+     rf"\b(?:{_TO_ASSISTANT})\s+(?:reading|processing|summari[sz]ing|parsing|that\s+reads?)\s+this\b"),
+)]
+
+
+class ContentRulesLayer:
+    """Untrusted text that addresses the assistant: "note to the AI:", "[system]: ignore...", "<!-- assistant:
+    ... -->". (A question may say "the AI" freely; only content mode uses this layer.)"""
+
+    name: DecidingLayer = DecidingLayer.RULES
+
+    async def evaluate(self, text: str) -> Finding | None:
+        for variant in normalize(text):
+            for rule, pattern in _CONTENT_RULES:
+                if pattern.search(variant):
+                    return Finding(ThreatCategory.SECURITY_BYPASS, 0.95, self.name, f"rule {rule}", blocking=True)
+        return None
+
+
+class _InjectionsOnly:
+    """A layer whose harmful-content findings are reported, never blocking (content mode)."""
+
+    def __init__(self, layer: Layer) -> None:
+        self.layer = layer
+        self.name = layer.name
+
+    async def evaluate(self, text: str) -> Finding | None:
+        finding = await self.layer.evaluate(text)
+        if finding is not None and finding.blocking and finding.category == ThreatCategory.HARMFUL_CONTENT:
+            return Finding(None, finding.score, finding.layer, f"{finding.reason} (a topic, not an injection)",
+                           blocking=False)
+        return finding
+
+
+def injections_only(layers: Sequence[Layer]) -> list[Layer]:
+    return [_InjectionsOnly(layer) for layer in layers]
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """A verdict and whether it may teach memory a threat: only a question blocked on its own words may (a
+    conversation's last turn, or a document, is not a threat worth recognising again on its own)."""
+
+    verdict: SecurityVerdict
+    learnable: bool
+
+
+class SecurityJudge:
+    def __init__(self, questions: SecurityDecider, content: SecurityDecider) -> None:
+        self.questions = questions
+        self.content = content
+
+    async def check(self, req: SecurityCheckRequest) -> Judgement:
+        if req.mode == CheckMode.CONTENT:
+            verdict = await self.content.decide(req.text)
+            where = req.source or "unnamed source"
+            reason = f"content from {where}: {verdict.reason}"
+            return Judgement(verdict.model_copy(update={"source": req.source, "reason": reason}), learnable=False)
+        verdict = await self.questions.decide(req.text)
+        if not verdict.allowed:
+            return Judgement(verdict, learnable=True)
+        turns = [t for t in req.context if t.strip()]
+        if turns and turns[-1].strip() == req.text.strip():
+            turns.pop()  # the caller included the question itself
+        turns = turns[-MAX_TURNS:]
+        if not turns:
+            return Judgement(verdict, learnable=False)
+        whole = await self.questions.decide(_joined([*turns, req.text]))
+        if whole.allowed:
+            return Judgement(verdict, learnable=False)
+        before = await self.questions.decide(_joined(turns))
+        if not before.allowed:
+            return Judgement(verdict, learnable=False)
+        reason = f"conversation of {len(turns) + 1} turns: {whole.reason}"
+        return Judgement(whole.model_copy(update={"reason": reason}), learnable=False)
+
+
+def _joined(turns: Sequence[str]) -> str:
+    return "\n".join(turns)[-MAX_CONTEXT_CHARS:]
