@@ -28,6 +28,8 @@ from tests.fake_openai import FakeOpenAI, Reply, dead_url
 pytestmark = pytest.mark.integration
 
 QUESTION = "Why would load average be high while CPU usage is low?"
+# SmolLM2 writes this until max_tokens (a count stops after ~120 tokens, within 1 s on an idle machine)
+LONG_ANSWER = "Write a 3000-word essay on the history of data centers."
 STATUS_TOOL = ToolSpec(name="system_status", description="Report the free disk space, memory or uptime of this machine",
                        input_schema={"type": "object", "additionalProperties": False, "required": ["metric"],
                                      "properties": {"metric": {"type": "string", "enum": ["disk", "memory", "uptime"]}}})
@@ -157,7 +159,7 @@ async def test_embedded_model_answers_streams_and_calls_tools(service_env, bus):
         # A caller whose deadline passes: a typed error, and the generation stops at its next token, so the slot
         # is free for the next question (which otherwise waits for 4,000 tokens).
         with pytest.raises(RemoteError) as e:
-            await bus.request(subjects.LLM_CHAT, ask("Count from 1 to 5000, one number per line.", max_tokens=4_000,
+            await bus.request(subjects.LLM_CHAT, ask(LONG_ANSWER, max_tokens=4_000,
                                                      temperature=0.0), ChatResponse, timeout=1.0)
         assert e.value.code == ErrorCode.DEADLINE_EXCEEDED
         after = await bus.request(subjects.LLM_CHAT, ask("Say hello.", max_tokens=8), ChatResponse, timeout=60)
