@@ -1,0 +1,150 @@
+"""The web console's page and modules over a real HTTP socket (uvicorn, in-process graph): content types,
+the Content-Security-Policy, caching, 404s, no inline script, no HTML sinks, and the files in the wheel."""
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from html.parser import HTMLParser
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+from meshward.devstack.nats_server import free_port
+from meshward.supervisor.api import create_app
+from meshward.supervisor.console import ASSETS
+from meshward.supervisor.settings import SupervisorSettings
+
+from tests.unit.supervisor.fakes import FakePorts
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+STATIC = REPO / "services/supervisor/src/meshward/supervisor/console/static"
+TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml", ".html": "text/html; charset=utf-8"}
+
+
+@pytest.fixture(scope="module")
+async def console(tmp_path_factory):
+    port = free_port()
+    settings = SupervisorSettings(http_port=port, checkpoint_db=tmp_path_factory.mktemp("console") / "cp.db")
+    server = uvicorn.Server(uvicorn.Config(create_app(settings, local_ports=FakePorts()), host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.01)  # polling uvicorn's own readiness flag
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+        yield client
+    server.should_exit = True
+    await task
+
+
+class _Page(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.urls: list[str] = []
+        self.inline_scripts = 0
+        self.inline_handlers: list[str] = []
+        self.style_attributes = 0
+        self._in_script = False
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.urls += [attrs[k] for k in ("src", "href") if attrs.get(k, "").startswith("/")]
+        if tag == "script" and not attrs.get("src"):
+            self.inline_scripts += 1
+        self.inline_handlers += [k for k in attrs if k.startswith("on")]
+        self.style_attributes += "style" in attrs
+
+
+def _csp(response: httpx.Response) -> dict[str, str]:
+    return {d.split(" ", 1)[0]: d.split(" ", 1)[1] if " " in d else "" for d in (p.strip() for p in response.headers["content-security-policy"].split(";")) if d}
+
+
+def _imports(js: str) -> list[str]:
+    return re.findall(r"""(?:import|export)\s[^'"]*?from\s+['"](\./[\w-]+\.js)['"]""", js)
+
+
+async def test_the_page_is_html_with_a_strict_policy(console):
+    r = await console.get("/")
+    assert r.status_code == 200 and r.headers["content-type"] == "text/html; charset=utf-8"
+    csp = _csp(r)
+    assert csp["default-src"] == "'none'" and csp["script-src"] == "'self'" and csp["style-src"] == "'self'"
+    assert csp["img-src"] == "'self' data:" and csp["connect-src"] == "'self'" and csp["frame-ancestors"] == "'none'"
+    assert csp["require-trusted-types-for"] == "'script'"
+    assert "unsafe" not in r.headers["content-security-policy"]
+    assert r.headers["x-content-type-options"] == "nosniff" and r.headers["referrer-policy"] == "no-referrer"
+    page = _Page()
+    page.feed(r.text)
+    assert page.inline_scripts == 0 and page.inline_handlers == [] and page.style_attributes == 0
+    assert "/console/main.js" in page.urls and "/console/console.css" in page.urls
+
+
+async def test_every_asset_the_page_loads_is_served_with_its_type_and_policy(console):
+    page = _Page()
+    page.feed((await console.get("/")).text)
+    wanted = {u.removeprefix("/console/") for u in page.urls}
+    pending = [n for n in wanted if n.endswith(".js")]
+    while pending:  # follow the ES module imports
+        name = pending.pop()
+        for imported in _imports((STATIC / name).read_text()):
+            if imported[2:] not in wanted:
+                wanted.add(imported[2:])
+                pending.append(imported[2:])
+    assert {"main.js", "api.js", "dom.js", "store.js", "view.js", "console.css", "icon.svg"} <= wanted
+    for name in sorted(wanted):
+        r = await console.get(f"/console/{name}")
+        assert r.status_code == 200, name
+        assert r.headers["content-type"] == TYPES[Path(name).suffix], name
+        assert r.content == (STATIC / name).read_bytes()
+        assert "script-src 'self'" in r.headers["content-security-policy"] and r.headers["x-content-type-options"] == "nosniff"
+
+
+async def test_unchanged_assets_revalidate_with_304(console):
+    first = await console.get("/console/main.js")
+    assert first.headers["cache-control"] == "no-cache" and first.headers["etag"]
+    again = await console.get("/console/main.js", headers={"If-None-Match": first.headers["etag"]})
+    assert again.status_code == 304 and again.content == b""
+    other = await console.get("/console/main.js", headers={"If-None-Match": '"something-else"'})
+    assert other.status_code == 200 and other.content == first.content
+    head = await console.head("/")
+    assert head.status_code == 200 and head.headers["content-type"].startswith("text/html")
+
+
+@pytest.mark.parametrize("path", ["/console/nope.js", "/console/index.html", "/console/..%2F__init__.py", "/console/__init__.py", "/console/a/b.js", "/console/"])
+async def test_anything_else_under_console_is_a_typed_404(console, path):
+    r = await console.get(path)
+    assert r.status_code == 404, path
+    assert set(r.json()["error"]) == {"code", "message", "details"}
+
+
+async def test_the_console_is_not_part_of_the_api_document(console):
+    paths = (await console.get("/openapi.json")).json()["paths"]
+    assert "/" not in paths and not any(p.startswith("/console") for p in paths)
+    assert "/v1/ask" in paths  # the API it is a client of is still there
+
+
+def test_the_modules_build_dom_from_text_only():
+    """Model and tool text is untrusted: no HTML-string sink and no code from strings in any module."""
+    sinks = re.compile(r"\.innerHTML|\.outerHTML|insertAdjacentHTML|document\.write|\beval\(|new Function|setTimeout\(\s*['\"`]|createContextualFragment|srcdoc")
+    for path in STATIC.glob("*.js"):
+        found = sinks.findall(path.read_text())
+        assert not found, f"{path.name}: {found}"
+    assert set(ASSETS) == {p.name for p in STATIC.iterdir() if p.suffix in TYPES}
+
+
+def test_the_wheel_carries_the_console(tmp_path):
+    """An installed wheel (and so each container image) serves the same files as this tree."""
+    source = tmp_path / "supervisor"  # a copy: building in place would leave build/ in the tree
+    shutil.copytree(REPO / "services/supervisor", source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    out = tmp_path / "dist"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(out), str(source)], check=True, cwd=tmp_path)
+    (wheel,) = out.glob("meshward_supervisor-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    expected = {f"meshward/supervisor/console/static/{p.name}" for p in STATIC.iterdir() if p.suffix in TYPES}
+    assert expected <= names, expected - names
