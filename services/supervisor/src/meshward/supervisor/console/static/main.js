@@ -55,6 +55,7 @@ ui.keyForget.addEventListener('click', () => {
   store.apiKey.set(null);
   showKeyState();
   ui.keyStatus.textContent = 'The key was removed from this browser.';
+  refreshHealth();
 });
 
 // ---------------------------------------------------------------- health

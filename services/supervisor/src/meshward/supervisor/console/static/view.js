@@ -224,6 +224,7 @@ export function approvalCard(approval, threadId, decide) {
   let timer = null;
   const finish = (state, text) => {
     clearInterval(timer);
+    countdown.textContent = '';
     card.dataset.state = state;
     approve.disabled = deny.disabled = reasonInput.disabled = true;
     outcome.textContent = text;
