@@ -1,8 +1,10 @@
 """The web console's page and modules over a real HTTP socket (uvicorn, in-process graph): content types,
-the Content-Security-Policy, caching, 404s, no inline script, no HTML sinks, and the files in the wheel."""
+the Content-Security-Policy, caching, 404s, no inline script, no HTML sinks, and the files in the wheel; then
+the modules' own logic (event-stream parser, image check, text-only DOM) in headless Chromium, skipped without one."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import re
 import shutil
 import subprocess
@@ -148,3 +150,66 @@ def test_the_wheel_carries_the_console(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     expected = {f"meshward/supervisor/console/static/{p.name}" for p in STATIC.iterdir() if p.suffix in TYPES}
     assert expected <= names, expected - names
+
+
+# ------------------------------------------------------------------ the modules' logic, in headless Chromium
+
+
+@pytest.fixture(scope="module")
+async def tab(console):
+    from tests.browser import launch_chromium
+
+    playwright, browser = await launch_chromium()
+    page = await browser.new_page()
+    await page.goto(str(console.base_url) + "/")
+    yield page
+    await browser.close()
+    await playwright.stop()
+
+
+async def test_the_event_stream_parser_reads_split_crlf_chunks_and_skips_pings(tab):
+    events = await tab.evaluate("""async () => {
+        const { serverSentEvents } = await import('/console/api.js');
+        const chunks = ['event: step\\r', '\\ndata: {"node":"security"}\\r\\n\\r\\n: ping\\r\\n\\r\\nevent: answer\\ndata: {"answer":', '"a\\\\nb"}\\n\\n'];
+        const stream = new ReadableStream({ start(c) { for (const x of chunks) c.enqueue(new TextEncoder().encode(x)); c.close(); } });
+        const out = [];
+        for await (const e of serverSentEvents(stream)) out.push(e);
+        return out;
+    }""")
+    assert events == [{"event": "step", "data": {"node": "security"}}, {"event": "answer", "data": {"answer": "a\nb"}}]
+    error = await tab.evaluate("""async () => {
+        const { serverSentEvents } = await import('/console/api.js');
+        const stream = new ReadableStream({ start(c) { c.enqueue(new TextEncoder().encode('event: answer\\ndata: {not json\\n\\n')); c.close(); } });
+        try { for await (const e of serverSentEvents(stream)) {} return null; } catch (e) { return [e.name, e.code]; }
+    }""")
+    assert error == ["ApiError", "bad_event"]
+
+
+async def test_only_well_formed_raster_images_become_data_urls(tab):
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 32).decode()
+    jpeg = base64.b64encode(b"\xff\xd8\xff\xe0" + b"\x00" * 32).decode()
+    svg = base64.b64encode(b"<svg xmlns='http://www.w3.org/2000/svg'><script>alert(1)</script></svg>").decode()
+    cases = [
+        ({"mime_type": "image/png", "data_base64": png}, f"data:image/png;base64,{png}"),
+        ({"mime_type": "IMAGE/JPEG", "data_base64": jpeg}, f"data:image/jpeg;base64,{jpeg}"),
+        ({"mime_type": "image/png", "data_base64": jpeg}, None),  # bytes that are not the declared type
+        ({"mime_type": "image/svg+xml", "data_base64": svg}, None),
+        ({"mime_type": "text/html", "data_base64": png}, None),
+        ({"mime_type": "image/png", "data_base64": png[:-4] + "*&^%"}, None),
+        ({"mime_type": "image/png", "data_base64": png + ";base64,x"}, None),
+        ({"mime_type": "image/png"}, None),
+    ]
+    got = await tab.evaluate(
+        "async (cases) => { const { imageDataUrl } = await import('/console/dom.js'); return cases.map(imageDataUrl); }",
+        [c for c, _ in cases],
+    )
+    assert got == [want for _, want in cases]
+
+
+async def test_strings_become_text_nodes(tab):
+    text = await tab.evaluate("""async () => {
+        const { h } = await import('/console/dom.js');
+        const el = h('p', {}, '<img src=x onerror=alert(1)>', ['<b>', 'x</b>']);
+        return [el.childElementCount, el.textContent];
+    }""")
+    assert text == [0, "<img src=x onerror=alert(1)><b>x</b>"]

@@ -25,6 +25,7 @@ const ui = {
   send: $('send'),
   stop: $('stop'),
   askStatus: $('ask-status'),
+  announcer: $('announcer'),
 };
 
 const api = new Api(store.apiKey.get);
@@ -142,6 +143,7 @@ async function openThread(id) {
   if (!turns.length) ui.conversation.append(h('p', { class: 'muted' }, 'No stored turns for this thread yet.'));
   if (thread.pending) {
     const turn = new TurnView(null, { decide: (approval, approved, reason) => decide(id, approved, reason) });
+    turn.note('A command from this thread is waiting for your decision:');
     turn.approval(thread.pending, id);
     ui.conversation.append(turn.el);
   }
@@ -159,6 +161,7 @@ async function decide(threadId, approved, reason) {
   try {
     const response = await api.json('POST', `/v1/threads/${encodeURIComponent(threadId)}/approval`, body);
     rememberOutcome(threadId, response);
+    announce(response);
     return response;
   } catch (e) {
     if (e.status === 409 || e.status === 404) store.touchThread(threadId, { pending: null });
@@ -174,6 +177,15 @@ function rememberOutcome(threadId, response) {
 }
 
 // ---------------------------------------------------------------- asking
+
+// The conversation log is not a live region (every streamed token would be read out): the finished answer is
+// announced once, here.
+const ANNOUNCED_CHARS = 300;
+function announce(response) {
+  const status = { answered: 'Answer', refused: 'Refused', error: 'Error', awaiting_approval: 'Approval needed' }[response.status] || 'Reply';
+  const answer = typeof response.answer === 'string' ? response.answer : '';
+  ui.announcer.textContent = `${status}: ${answer.length > ANNOUNCED_CHARS ? `${answer.slice(0, ANNOUNCED_CHARS)}…` : answer}`;
+}
 
 function busy(on) {
   ui.send.disabled = on;
@@ -208,7 +220,10 @@ async function ask(question) {
       else if (event === 'answer') turn.answer((final = data), threadId);
       else if (event === 'error') turn.error((data.error && data.error.message) || 'the server reported an error');
     }
-    if (final) rememberOutcome(threadId, final);
+    if (final) {
+      rememberOutcome(threadId, final);
+      announce(final);
+    }
     else if (turn.el.dataset.state === 'running') turn.error('The answer stream ended early: try again.');
   } catch (e) {
     turn.error(e.name === 'AbortError' ? 'Stopped.' : e.message);

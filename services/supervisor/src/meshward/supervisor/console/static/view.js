@@ -122,6 +122,13 @@ export class TurnView {
     this.reply.setAttribute('aria-busy', status === 'awaiting_approval' ? 'true' : 'false');
   }
 
+  // A reply that is not a run's (a pending approval shown again): plain text, nothing in progress
+  note(text) {
+    this.answerText.data = text;
+    this.el.dataset.state = 'awaiting_approval';
+    this.reply.setAttribute('aria-busy', 'false');
+  }
+
   error(message) {
     this.setPending(null);
     this.errorEl.textContent = message;
