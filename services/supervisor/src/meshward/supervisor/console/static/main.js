@@ -129,18 +129,17 @@ async function openThread(id) {
   ui.conversation.replaceChildren(loading);
   const opening = (state.opening = Symbol(id));
   let turns = [];
+  let problem = null;
   try {
     const body = await api.json('GET', `/v1/threads/${encodeURIComponent(id)}/history?limit=${HISTORY_LIMIT}`);
     turns = Array.isArray(body.turns) ? body.turns : [];
   } catch (e) {
-    if (state.opening !== opening) return;
-    loading.textContent = e.status === 404 ? 'The server has no history for this thread.' : `The history could not be read: ${e.message}`;
-    loading.classList.add('error');
-    return;
+    problem = e.status === 404 ? 'The server has no history for this thread.' : `The history could not be read: ${e.message}`;
   }
   if (state.opening !== opening) return; // another thread was opened meanwhile
   ui.conversation.replaceChildren(...turns.map(pastTurnView));
-  if (!turns.length) ui.conversation.append(h('p', { class: 'muted' }, 'No stored turns for this thread yet.'));
+  if (problem) ui.conversation.append(h('p', { class: 'error', role: 'alert' }, problem));
+  else if (!turns.length) ui.conversation.append(h('p', { class: 'muted' }, 'No stored turns for this thread yet.'));
   if (thread.pending) {
     const turn = new TurnView(null, { decide: (approval, approved, reason) => decide(id, approved, reason) });
     turn.note('A command from this thread is waiting for your decision:');
