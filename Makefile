@@ -64,7 +64,7 @@ lint: $(STAMP)
 schemas: $(STAMP)
 	$(BIN)/python -m meshward.contracts.schema --write
 
-bench: $(STAMP)
+bench: $(STAMP) chromium
 	$(BIN)/python bench/hop.py
 	$(BIN)/python bench/e2e.py
 	$(BIN)/python bench/classifiers.py
@@ -74,6 +74,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/llm.py
 	$(BIN)/python bench/load.py --duration 30 --faults
 	$(BIN)/python bench/deep.py
+	$(BIN)/python bench/console.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache

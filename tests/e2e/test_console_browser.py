@@ -66,6 +66,7 @@ class ConsolePage:
         The body of the /v1/ask request is kept in `last_request`."""
         turns = self.page.locator("article.turn")
         before = await turns.count()
+        await self.expect(self.page.locator("#send")).to_be_enabled()  # the previous answer's stream has closed
         async with self.page.expect_request(lambda r: r.url.endswith("/v1/ask") and r.method == "POST") as sent:
             await self.page.fill("#question", question)
             await self.page.press("#question", "Enter")

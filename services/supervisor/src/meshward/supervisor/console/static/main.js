@@ -236,7 +236,11 @@ async function ask(question) {
 ui.askForm.addEventListener('submit', (e) => {
   e.preventDefault();
   const question = ui.question.value.trim();
-  if (!question || state.controller) return;
+  if (!question) return;
+  if (state.controller) {
+    ui.askStatus.textContent = 'Still working on the previous question: wait for it, or stop it.';
+    return;
+  }
   ui.question.value = '';
   ask(question);
 });
