@@ -207,29 +207,31 @@ async def test_the_api_key_is_kept_and_sent_as_x_api_key(console):
     console.clean()
 
 
-# ---------------------------------------------------------------------------------------------- approvals
-# Built against seams.md section 2 (POST /v1/threads/{thread_id}/approval, the `approval` SSE event, status
-# "awaiting_approval"), which the "approve" branch implements. Until that route exists these tests skip; after
-# the merge they run as they are.
+# ------------------------------------------------------------------------ the deep tier and approvals
+# A second stack: its only model is a loopback OpenAI-compatible server (scripted per test) and its tools service
+# asks a human for commands off the allowlist. The approval tests are built against seams.md section 2
+# (POST /v1/threads/{thread_id}/approval, the `approval` SSE event, status "awaiting_approval"), which the
+# "approve" branch implements: until that route exists in the app they skip; after the merge they run as they are.
 
 APPROVAL_ROUTE = "/v1/threads/{thread_id}/approval"
 COMMAND = "printf %s-%s console approved"
 OUTPUT = "console-approved"  # what only running COMMAND prints: no part of the command line contains it
 OPEN_QUESTION = "Why would load average be high while CPU usage is low?"
-APPROVAL_ANSWER = "Load counts tasks waiting on I/O as well as those running on a CPU."
+MODEL_ANSWER = "Load counts tasks waiting on I/O as well as those running on a CPU, so a high load with an idle CPU means waiting."
 
 
 def approval_route_exists() -> bool:
     return any(getattr(r, "path", None) == APPROVAL_ROUTE for r in create_app().routes)
 
 
-@pytest.fixture(scope="module")
-async def approval_stack(upstreams):
-    """A stack whose tools service asks a human for commands off the allowlist, and whose only model (a loopback
-    OpenAI-compatible server) asks to run COMMAND, which the allowlist does not hold."""
+def needs_approval_route() -> None:
     if not approval_route_exists():
         pytest.skip(f"{APPROVAL_ROUTE} is not in this tree yet (seams.md section 2, the approve branch): enable after merging it")
-    with FakeOpenAI(default=Reply(text=APPROVAL_ANSWER)) as model:
+
+
+@pytest.fixture(scope="module")
+async def model_stack(upstreams):
+    with FakeOpenAI(default=Reply(text=MODEL_ANSWER)) as model:
         providers = [{"name": "fake", "base_url": model.base_url, "model": "fake-model", "timeout_s": 30}]
         data_dir = Path(tempfile.mkdtemp(prefix="meshward-e2e-console-"))
         port = free_port()
@@ -246,7 +248,7 @@ async def approval_stack(upstreams):
             try:
                 if not await stack.wait_healthy(timeout=180):
                     log.flush()
-                    pytest.fail("the approval stack did not become healthy:\n" + (data_dir / "stack.log").read_text()[-5000:])
+                    pytest.fail("the model stack did not become healthy:\n" + (data_dir / "stack.log").read_text()[-5000:])
                 async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
                     deadline = time.monotonic() + 180
                     while not (await http.get("/healthz")).json()["services"].get("llm", {}).get("ready"):
@@ -260,14 +262,51 @@ async def approval_stack(upstreams):
 
 
 @pytest.fixture
-async def approval_console(browser, approval_stack):
-    approval_stack["model"].script = [Reply(text="", tool_calls=[("cli_execute", json.dumps({"command": COMMAND}))])]
-    approval_stack["model"].requests.clear()
+async def model_console(browser, model_stack):
+    model_stack["model"].script = []
+    model_stack["model"].requests.clear()
     context = await browser.new_context()
-    page = ConsolePage(await context.new_page(), approval_stack["url"])
+    page = ConsolePage(await context.new_page(), model_stack["url"])
     await page.open()
-    yield page, approval_stack["model"]
+    yield page, model_stack["model"]
     await context.close()
+
+
+async def test_a_deep_answer_streams_and_shows_tier_model_and_confidence(model_console):
+    console, model = model_console
+    expect = console.expect
+    # count the answer's text updates while its turn runs: streamed tokens, then the final text
+    await console.page.evaluate("""() => {
+        window.answerUpdates = 0;
+        new MutationObserver((changes) => {
+            for (const c of changes) {
+                const el = c.target.parentElement;
+                if (el && el.classList.contains('answer-text') && el.closest('article').dataset.state === 'running') window.answerUpdates++;
+            }
+        }).observe(document.getElementById('conversation'), { subtree: true, characterData: true });
+    }""")
+    turn = await console.ask(OPEN_QUESTION)
+    await expect(turn).to_have_attribute("data-state", "answered")
+    await expect(turn.locator(".answer-text")).to_have_text(MODEL_ANSWER)
+    assert await console.page.evaluate("() => window.answerUpdates") > 5  # word by word, not one final write
+    await expect(turn.locator('dd[data-key="tier"]')).to_contain_text("deep — ")
+    await expect(turn.locator('dd[data-key="model"]')).to_have_text("fake/fake-model")
+    await expect(turn.locator('dd[data-key="confidence"]')).to_have_text(re.compile(r"^[01]\.\d\d$"))
+    await expect(turn.locator('dd[data-key="usage"]')).to_have_text(re.compile(r"^\d+ in, \d+ out$"))
+    route = await route_of(turn)
+    assert [n for n, _ in route][:6] == ["security", "intent", "assess", "retrieve", "reason", "validate"] and route[-1][0] == "output_check"
+    assert all(live == "true" for _, live in route)
+    assert model.requests and model.requests[0].get("stream") is True
+    console.clean()
+
+
+@pytest.fixture
+async def approval_console(model_console):
+    """The model asks to run COMMAND first; everything after that is MODEL_ANSWER."""
+    needs_approval_route()
+    console, model = model_console
+    model.script = [Reply(text="", tool_calls=[("cli_execute", json.dumps({"command": COMMAND}))])]
+    return console, model
 
 
 def tool_messages(model: FakeOpenAI) -> list[str]:
