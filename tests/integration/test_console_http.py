@@ -213,3 +213,14 @@ async def test_strings_become_text_nodes(tab):
         return [el.childElementCount, el.textContent];
     }""")
     assert text == [0, "<img src=x onerror=alert(1)><b>x</b>"]
+
+
+async def test_a_rejected_question_shows_the_servers_reason(tab):
+    from playwright.async_api import expect
+
+    await tab.fill("#question", "Calculate 1 + " + "1 + " * 1200)  # over MESHWARD_MAX_QUESTION_CHARS
+    await tab.press("#question", "Enter")
+    turn = tab.locator("article.turn").last
+    await expect(turn).to_have_attribute("data-state", "failed")
+    await expect(turn.locator(".error[role=alert]")).to_contain_text("the limit is 4000")
+    await expect(tab.locator("#send")).to_be_enabled()

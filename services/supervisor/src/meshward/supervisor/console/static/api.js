@@ -37,6 +37,16 @@ async function errorOf(response) {
   return new ApiError(response.status, code, message);
 }
 
+// fetch rejects with a TypeError when nothing answers (server down, network gone): say that in words.
+async function send(path, init) {
+  try {
+    return await fetch(path, init);
+  } catch (e) {
+    if (e.name === 'AbortError') throw e;
+    throw new ApiError(0, 'unreachable', `The server cannot be reached (${e.message}): is meshward running?`);
+  }
+}
+
 export class Api {
   constructor(apiKey) {
     this.apiKey = apiKey; // () => string
@@ -55,14 +65,14 @@ export class Api {
       init.headers['Content-Type'] = 'application/json';
       init.body = JSON.stringify(body);
     }
-    const response = await fetch(path, init);
+    const response = await send(path, init);
     if (!response.ok) throw await errorOf(response);
     return response.json();
   }
 
   // POST /v1/ask with "stream": true, yielding {event, data} as the server sends them.
   async *ask(body, { signal } = {}) {
-    const response = await fetch('/v1/ask', {
+    const response = await send('/v1/ask', {
       method: 'POST',
       headers: this.headers({ 'Content-Type': 'application/json', Accept: 'text/event-stream' }),
       body: JSON.stringify({ ...body, stream: true }),

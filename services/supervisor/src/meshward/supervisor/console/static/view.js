@@ -181,7 +181,7 @@ export class TurnView {
     if (usage.prompt_tokens || usage.completion_tokens) row('usage', 'Tokens', `${usage.prompt_tokens || 0} in, ${usage.completion_tokens || 0} out`);
     if (typeof response.duration_ms === 'number') row('duration', 'Duration', formatMs(response.duration_ms));
     const traceId = str(response.trace_id);
-    const copy = h('button', { type: 'button', class: 'copy', 'aria-label': 'Copy the trace id' }, 'Copy');
+    const copy = h('button', { type: 'button', class: 'copy', title: 'Copy the trace id' }, 'Copy');
     copy.addEventListener('click', () => copyText(traceId, copy));
     row('trace_id', 'Trace id', h('code', { class: 'trace-id' }, traceId), ' ', copy);
     row('request_id', 'Request id', h('code', {}, str(response.request_id)));
