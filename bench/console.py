@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -122,6 +123,7 @@ async def run(n: int) -> None:
             con_first, con_done, load = await console(url, n)
         finally:
             await stack.stop()
+            shutil.rmtree(data, ignore_errors=True)
     print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f} at the end")
     print(f"question: {QUESTION!r} (fast tier), {n} in a row each way; browser: {chromium_executable()}")
     print(f"{'':34} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8}")
