@@ -15,7 +15,7 @@ PYPROJECTS := $(addsuffix /pyproject.toml,$(DISTS))
 # pip command as everything else so that nothing pulls another torch.
 INSTALL_ARGS := $(foreach d,$(DISTS),-e $(if $(filter services/security services/intent,$(d)),'$(d)[train]',$(d)))
 
-.PHONY: up test install models lint schemas bench clean help images images-gpu test-containers
+.PHONY: up test install models lint schemas bench clean help images images-gpu test-containers chromium
 
 help:
 	@sed -n '2,4p' Makefile
@@ -40,8 +40,12 @@ models: $(STAMP)
 up: $(STAMP) models
 	exec $(BIN)/meshward up
 
-test: $(STAMP) models
+test: $(STAMP) models chromium
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Debian's chromium for the web console's browser tests (apt-get when root and missing; they skip without it).
+chromium:
+	bash scripts/install-chromium.sh
 
 # Container images of every service in the tree (docker/images.sh: offline base when no registry answers).
 images: $(STAMP) models
@@ -60,7 +64,7 @@ lint: $(STAMP)
 schemas: $(STAMP)
 	$(BIN)/python -m meshward.contracts.schema --write
 
-bench: $(STAMP)
+bench: $(STAMP) chromium
 	$(BIN)/python bench/hop.py
 	$(BIN)/python bench/e2e.py
 	$(BIN)/python bench/classifiers.py
@@ -70,6 +74,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/llm.py
 	$(BIN)/python bench/load.py --duration 30 --faults
 	$(BIN)/python bench/deep.py
+	$(BIN)/python bench/console.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache

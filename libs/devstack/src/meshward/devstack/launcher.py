@@ -263,7 +263,7 @@ async def run_up(data_dir: Path, http_port: int, nats_url: str | None) -> int:
         healthy = asyncio.create_task(stack.wait_healthy())
         done, _ = await asyncio.wait({healthy, stopper, waiter}, return_when=asyncio.FIRST_COMPLETED)
         if healthy in done and healthy.result():
-            console.line("meshward", f"ready: http://127.0.0.1:{http_port}  (try: meshward ask \"Calculate 15 * 23 + 7\"; Ctrl-C stops)")
+            console.line("meshward", f"ready: http://127.0.0.1:{http_port}/ (web console)  (try: meshward ask \"Calculate 15 * 23 + 7\"; Ctrl-C stops)")
             done, _ = await asyncio.wait({stopper, waiter}, return_when=asyncio.FIRST_COMPLETED)
         elif healthy in done:
             console.line("meshward", "the system did not become healthy; see the logs above. Stopping.")

@@ -31,6 +31,7 @@ from sse_starlette import EventSourceResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .asker import Asker
+from .console import router as console_router
 from .graph import DeepConfig, GraphBuilder
 from .http_tracing import HttpServerMiddleware
 from .models import THREAD_ID_PATTERN, AskRequest, AskResponse, ErrorResponse
@@ -118,6 +119,7 @@ def create_app(settings: SupervisorSettings | None = None, local_ports: AgentPor
 
     app = FastAPI(title="meshward", version="0.1.0", lifespan=lifespan)
     app.add_middleware(HttpServerMiddleware, max_body_bytes=settings.max_body_bytes)
+    app.include_router(console_router)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError):
