@@ -1,0 +1,149 @@
+"""The Agent Protocol routes, run manager and work-queue worker on a real nats-server and real HTTP,
+driven by the official langgraph-sdk client. The graph is a small real LangGraph graph over meshward's
+state that pauses at interrupt() before answering, so that resume, interrupts in state and streams,
+and the 409/422 rules are tested without the agents (tests/e2e/test_agent_protocol.py runs the system)."""
+from __future__ import annotations
+
+import asyncio
+from contextlib import AsyncExitStack
+
+import pytest
+import uvicorn
+from fastapi import FastAPI
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
+from langgraph_sdk import get_client
+from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
+from meshward.devstack.nats_server import free_port
+from meshward.supervisor.agent_protocol.routes import router
+from meshward.supervisor.agent_protocol.runs import RunManager, RunWorker
+from meshward.supervisor.agent_protocol.store import RunStore
+from meshward.supervisor.asker import Asker
+from meshward.supervisor.ports import NatsPorts
+from meshward.supervisor.state import AskState
+
+pytestmark = pytest.mark.integration
+
+
+def approval_graph(checkpointer):
+    """Asks for approval when the question says 'restart', then answers with the decision."""
+
+    async def act(state: AskState):
+        decision = None
+        if "restart" in state["question"]:
+            decision = interrupt({"kind": "approval", "approval_id": "a1", "tool": "local_cli", "arguments": {"command": "restart"},
+                                  "reason": "not on the allowlist", "expires_at": "2099-01-01T00:00:00+00:00"})
+        answer = f"done: {state['question']}" if decision is None else f"decision {decision['approved']} by {decision['actor']}"
+        return {"answer": answer, "status": "answered", "route": ["act"], "next": "finish",
+                "history": [*state.get("history", []), {"question": state["question"], "answer": answer}]}
+
+    g = StateGraph(AskState)
+    g.add_node("act", act)
+    g.add_edge(START, "act")
+    g.add_edge("act", END)
+    return g.compile(checkpointer=checkpointer)
+
+
+class Principal:
+    """What the keys middleware does (seams.md): names the caller on request.state."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            scope.setdefault("state", {})["principal"] = "ops-key"
+        await self.app(scope, receive, send)
+
+
+@pytest.fixture
+async def client(bus, tmp_path):
+    async with AsyncExitStack() as stack:
+        saver = await stack.enter_async_context(AsyncSqliteSaver.from_conn_string(str(tmp_path / "cp.db")))
+        graph = approval_graph(saver)
+        asker = Asker(graph, NatsPorts(bus), timeout_s=20)
+        store = await RunStore.open(bus.jetstream)
+        worker = RunWorker(bus, store, asker, instance="test", max_concurrent=2, ack_wait_s=10)
+        await worker.start()
+        stack.push_async_callback(worker.stop)
+        app = FastAPI()
+        app.include_router(router)
+        app.state.agent_protocol = RunManager(bus, store, graph, run_deadline_s=30, max_question_chars=4_000)
+        port = free_port()
+        server = uvicorn.Server(uvicorn.Config(Principal(app), host="127.0.0.1", port=port, log_level="warning"))
+        task = asyncio.create_task(server.serve())
+        while not server.started:
+            if task.done():
+                task.result()
+            await asyncio.sleep(0.01)  # polling uvicorn's own readiness flag
+        try:
+            yield get_client(url=f"http://127.0.0.1:{port}")
+        finally:
+            server.should_exit = True
+            await task
+
+
+async def test_interrupt_resume_through_the_sdk(client):
+    thread = await client.threads.create()
+    tid = thread["thread_id"]
+    updates = [p async for p in client.runs.stream(tid, "meshward", input={"messages": [{"role": "user", "content": "restart nginx"}]}, stream_mode="updates")]
+    assert updates[0].event == "metadata"
+    paused = [p.data["__interrupt__"] for p in updates if p.event == "updates" and "__interrupt__" in p.data]
+    assert paused and paused[0][0]["value"]["kind"] == "approval"
+
+    state = await client.threads.get_state(tid)
+    assert state["interrupts"][0]["value"]["tool"] == "local_cli"
+    assert state["tasks"][0]["name"] == "act" and state["tasks"][0]["interrupts"]
+    assert (await client.threads.get(tid))["status"] == "interrupted"
+
+    with pytest.raises(UnprocessableEntityError):  # langgraph crashes on Command(resume=None): refused first
+        await client.runs.create(tid, "meshward", command={"resume": None})
+
+    # the body's actor is ignored: the principal decides who approved
+    result = await client.runs.wait(tid, "meshward", command={"resume": {"approved": True, "actor": "the-model"}})
+    assert result["messages"][-1]["content"] == "decision True by ops-key"
+    assert result["status"] == "answered"
+    assert (await client.threads.get(tid))["status"] == "idle"
+
+    with pytest.raises(ConflictError):  # nothing left to resume
+        await client.runs.create(tid, "meshward", command={"resume": {"approved": False}})
+
+
+async def test_values_stream_and_state_end_with_the_answer(client):
+    thread = await client.threads.create(metadata={"team": "ops"})
+    tid = thread["thread_id"]
+    parts = [p async for p in client.runs.stream(tid, "meshward", input={"messages": [{"role": "user", "content": "what is 2+2"}]}, stream_mode=["values", "messages-tuple"])]
+    values = [p.data for p in parts if p.event == "values"]
+    assert values[-1]["messages"][-1] == {**values[-1]["messages"][-1], "type": "ai", "content": "done: what is 2+2"}
+    messages = [p.data for p in parts if p.event == "messages"]
+    assert messages and messages[-1][0]["content"] == "done: what is 2+2" and messages[-1][1]["langgraph_node"] == "act"
+    found = await client.threads.search(metadata={"team": "ops"})
+    assert [t["thread_id"] for t in found] == [tid]
+    runs = await client.runs.list(tid)
+    assert len(runs) == 1 and runs[0]["status"] == "success"
+
+
+async def test_unknowns_are_404_and_bad_bodies_422(client):
+    with pytest.raises(NotFoundError):
+        await client.threads.get("no-such-thread")
+    with pytest.raises(NotFoundError):
+        await client.assistants.get("other")
+    assert (await client.assistants.get("meshward"))["graph_id"] == "meshward"
+    assert len(await client.assistants.search()) == 1
+    tid = (await client.threads.create())["thread_id"]
+    with pytest.raises(NotFoundError):
+        await client.runs.get(tid, "00000000-0000-0000-0000-000000000000")
+    with pytest.raises(NotFoundError):
+        await client.runs.create(tid, "other", input={"messages": [{"role": "user", "content": "hi"}]})
+    with pytest.raises(UnprocessableEntityError):
+        await client.runs.create(tid, "meshward", input={"messages": []})
+    with pytest.raises(UnprocessableEntityError):
+        await client.runs.create(tid, "meshward", input={"messages": [{"role": "user", "content": "x" * 5_000}]})
+    with pytest.raises(UnprocessableEntityError):
+        await client.threads.create(metadata={"a": {"b": {"c": {"d": {"e": {"f": 1}}}}}})
+    with pytest.raises(ConflictError):
+        await client.threads.create(thread_id=tid)
+    await client.threads.delete(tid)
+    with pytest.raises(NotFoundError):
+        await client.threads.get_state(tid)
