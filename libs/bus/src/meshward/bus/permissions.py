@@ -85,7 +85,7 @@ def _kv(bucket: str) -> tuple[str, ...]:
     return (
         f"{_JS}.STREAM.CREATE.{stream}", f"{_JS}.STREAM.INFO.{stream}", f"{_JS}.STREAM.MSG.GET.{stream}",
         f"{_JS}.DIRECT.GET.{stream}.>", f"{_JS}.CONSUMER.CREATE.{stream}", f"{_JS}.CONSUMER.CREATE.{stream}.>",
-        f"{_JS}.CONSUMER.DELETE.{stream}.>", f"$KV.{bucket}.>",
+        f"{_JS}.CONSUMER.DELETE.{stream}.>", f"{_JS}.CONSUMER.INFO.{stream}.>", f"$KV.{bucket}.>",
     )
 
 
