@@ -16,6 +16,7 @@ from langgraph.types import interrupt
 from langgraph_sdk import get_client
 from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
 from meshward.devstack.nats_server import free_port
+from meshward.supervisor.agent_protocol.models import RunCreate
 from meshward.supervisor.agent_protocol.routes import router
 from meshward.supervisor.agent_protocol.runs import RunManager, RunWorker
 from meshward.supervisor.agent_protocol.store import RunStore
@@ -147,3 +148,46 @@ async def test_unknowns_are_404_and_bad_bodies_422(client):
     await client.threads.delete(tid)
     with pytest.raises(NotFoundError):
         await client.threads.get_state(tid)
+
+
+async def test_a_run_whose_replica_stops_is_finished_by_another(bus, tmp_path):
+    """Replica one takes the run and stops mid-run (no ack, no more heartbeats); the work queue
+    redelivers the run and replica two executes it to the end."""
+    started, gate = asyncio.Event(), asyncio.Event()
+    finished: list[str] = []
+
+    async def act(state: AskState):
+        started.set()
+        await gate.wait()
+        finished.append(state["question"])
+        return {"answer": "finished", "status": "answered", "route": ["act"], "next": "finish",
+                "history": [*state.get("history", []), {"question": state["question"], "answer": "finished"}]}
+
+    g = StateGraph(AskState)
+    g.add_node("act", act)
+    g.add_edge(START, "act")
+    g.add_edge("act", END)
+    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "cp.db")) as saver:
+        graph = g.compile(checkpointer=saver)
+        asker = Asker(graph, NatsPorts(bus), timeout_s=30)
+        store = await RunStore.open(bus.jetstream)
+        manager = RunManager(bus, store, graph, run_deadline_s=60, max_question_chars=100)
+        one = RunWorker(bus, store, asker, instance="one", max_concurrent=1, ack_wait_s=2)
+        await one.start()
+        tid = (await manager.create_thread(None, {}, "raise"))["thread_id"]
+        body = RunCreate.model_validate({"assistant_id": "meshward", "input": {"messages": [{"role": "user", "content": "long job"}]}})
+        run = await manager.create(tid, body, "local")
+        await asyncio.wait_for(started.wait(), timeout=20)
+        assert (await store.run(run["run_id"]))["worker"] == "one"
+        await one.stop()  # the replica dies mid-run
+        gate.set()
+        two = RunWorker(bus, store, asker, instance="two", max_concurrent=1, ack_wait_s=2)
+        await two.start()
+        try:
+            result = await asyncio.wait_for(manager.join(tid, run["run_id"]), timeout=30)
+        finally:
+            await two.stop()
+        record = await store.run(run["run_id"])
+        assert (record["status"], record["worker"], record["attempts"]) == ("success", "two", 2)
+        assert result["messages"][-1]["content"] == "finished"
+        assert finished == ["long job"]  # executed to the end once

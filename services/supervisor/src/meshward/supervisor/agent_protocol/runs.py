@@ -319,7 +319,8 @@ class RunWorker:
     async def start(self) -> None:
         await self.ensure_queue(self.js, self.ack_wait_s)
         consumer = ConsumerConfig(durable_name=subjects.RUNS_CONSUMER, ack_policy=AckPolicy.EXPLICIT, ack_wait=self.ack_wait_s, max_deliver=-1)
-        self._sub = await self.js.pull_subscribe(subjects.RUNS_QUEUE, durable=subjects.RUNS_CONSUMER, stream=subjects.RUNS_STREAM, config=consumer)
+        await self.js.add_consumer(subjects.RUNS_STREAM, consumer)  # creates it, or updates a changed ack_wait
+        self._sub = await self.js.pull_subscribe_bind(durable=subjects.RUNS_CONSUMER, stream=subjects.RUNS_STREAM)
         self._cancels = await self.nc.subscribe(subjects.RUNS_CANCEL, cb=self._on_cancel)
         self._loop_task = asyncio.create_task(self._loop(), name="agent-protocol-runs")
 
@@ -336,6 +337,8 @@ class RunWorker:
             await asyncio.wait(self._tasks, timeout=5)
         with contextlib.suppress(Exception):
             await self._cancels.unsubscribe()
+        with contextlib.suppress(Exception):
+            await self._sub.unsubscribe()
 
     async def _on_cancel(self, msg) -> None:
         task = self._running.get(msg.data.decode(errors="replace"))
@@ -447,6 +450,10 @@ class RunWorker:
             if (await self.store.run(run_id) or {}).get("cancel_requested"):
                 task.cancel()
             await asyncio.wait({task})
+        except asyncio.CancelledError:
+            task.cancel()  # this replica is stopping: the run stops here and the queue hands it on
+            await asyncio.wait({task}, timeout=5)  # stopped before another replica can take it
+            raise
         finally:
             self._running.pop(run_id, None)
         if task.cancelled():
