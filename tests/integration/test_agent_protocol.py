@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import AsyncExitStack
+from types import SimpleNamespace
 
 import pytest
 import uvicorn
@@ -27,10 +28,14 @@ from meshward.supervisor.state import AskState
 pytestmark = pytest.mark.integration
 
 
-def approval_graph(checkpointer):
-    """Asks for approval when the question says 'restart', then answers with the decision."""
+def approval_graph(checkpointer, gate: asyncio.Event | None = None, started: asyncio.Event | None = None):
+    """Asks for approval when the question says 'restart', then answers with the decision; a question
+    saying 'hold' waits for `gate` (a run that is running until the test lets it go)."""
 
     async def act(state: AskState):
+        if "hold" in state["question"] and gate is not None:
+            started.set()
+            await gate.wait()
         decision = None
         if "restart" in state["question"]:
             decision = interrupt({"kind": "approval", "approval_id": "a1", "tool": "local_cli", "arguments": {"command": "restart"},
@@ -59,10 +64,11 @@ class Principal:
 
 
 @pytest.fixture
-async def client(bus, tmp_path):
+async def served(bus, tmp_path):
     async with AsyncExitStack() as stack:
         saver = await stack.enter_async_context(AsyncSqliteSaver.from_conn_string(str(tmp_path / "cp.db")))
-        graph = approval_graph(saver)
+        gate, started = asyncio.Event(), asyncio.Event()
+        graph = approval_graph(saver, gate, started)
         asker = Asker(graph, NatsPorts(bus), timeout_s=20)
         store = await RunStore.open(bus.jetstream)
         worker = RunWorker(bus, store, asker, instance="test", max_concurrent=2, ack_wait_s=10)
@@ -79,10 +85,15 @@ async def client(bus, tmp_path):
                 task.result()
             await asyncio.sleep(0.01)  # polling uvicorn's own readiness flag
         try:
-            yield get_client(url=f"http://127.0.0.1:{port}")
+            yield SimpleNamespace(client=get_client(url=f"http://127.0.0.1:{port}"), gate=gate, started=started, store=store)
         finally:
             server.should_exit = True
             await task
+
+
+@pytest.fixture
+def client(served):
+    return served.client
 
 
 async def test_interrupt_resume_through_the_sdk(client):
@@ -191,3 +202,39 @@ async def test_a_run_whose_replica_stops_is_finished_by_another(bus, tmp_path):
         assert (record["status"], record["worker"], record["attempts"]) == ("success", "two", 2)
         assert result["messages"][-1]["content"] == "finished"
         assert finished == ["long job"]  # executed to the end once
+
+
+async def until_status(client, thread_id: str, run_id: str, status: str, timeout: float = 20.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while (await client.runs.get(thread_id, run_id))["status"] != status:
+        assert loop.time() < end, f"run {run_id} never reached {status}"
+        await asyncio.sleep(0.05)
+
+
+async def test_interrupt_strategy_cancels_the_running_run(served):
+    client = served.client
+    tid = (await client.threads.create())["thread_id"]
+    held = await client.runs.create(tid, "meshward", input={"messages": [{"role": "user", "content": "hold on"}]})
+    await asyncio.wait_for(served.started.wait(), timeout=20)
+    result = await client.runs.wait(tid, "meshward", input={"messages": [{"role": "user", "content": "next"}]}, multitask_strategy="interrupt")
+    assert result["messages"][-1]["content"] == "done: next"
+    assert (await client.runs.get(tid, held["run_id"]))["status"] == "interrupted"
+    assert [m["content"] for m in result["messages"]] == ["next", "done: next"]  # the cancelled run left no turn
+
+
+@pytest.mark.parametrize("on_disconnect, final", [("continue", "success"), ("cancel", "interrupted")])
+async def test_a_dropped_stream_cancels_only_when_asked(served, on_disconnect, final):
+    client = served.client
+    tid = (await client.threads.create())["thread_id"]
+    stream = client.runs.stream(tid, "meshward", input={"messages": [{"role": "user", "content": "hold this"}]}, stream_mode="values", on_disconnect=on_disconnect)
+    first = await anext(stream)
+    assert first.event == "metadata"
+    run_id = first.data["run_id"]
+    await asyncio.wait_for(served.started.wait(), timeout=20)
+    await stream.aclose()  # the client goes away
+    if on_disconnect == "cancel":
+        await until_status(client, tid, run_id, "interrupted")
+    served.gate.set()
+    await client.runs.join(tid, run_id)
+    assert (await client.runs.get(tid, run_id))["status"] == final
