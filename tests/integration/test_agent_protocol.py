@@ -12,6 +12,7 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 from langgraph_sdk import get_client
@@ -36,6 +37,10 @@ def approval_graph(checkpointer, gate: asyncio.Event | None = None, started: asy
         if "hold" in state["question"] and gate is not None:
             started.set()
             await gate.wait()
+        if "tokens" in state["question"] and state.get("stream"):
+            write = get_stream_writer()
+            for delta in ("tok", "ens"):  # what the deep tier's reason node writes as the model's tokens arrive
+                write({"delta": delta, "draft": 0, "restart": False})
         decision = None
         if "restart" in state["question"]:
             decision = interrupt({"kind": "approval", "approval_id": "a1", "tool": "local_cli", "arguments": {"command": "restart"},
@@ -238,3 +243,15 @@ async def test_a_dropped_stream_cancels_only_when_asked(served, on_disconnect, f
     served.gate.set()
     await client.runs.join(tid, run_id)
     assert (await client.runs.get(tid, run_id))["status"] == final
+
+
+async def test_custom_events_and_token_messages(client):
+    tid = (await client.threads.create())["thread_id"]
+    parts = [p async for p in client.runs.stream(tid, "meshward", input={"messages": [{"role": "user", "content": "tokens please"}]},
+                                                 stream_mode=["custom", "events", "messages-tuple"])]
+    assert [p.data["delta"] for p in parts if p.event == "custom"] == ["tok", "ens"]
+    assert "".join(p.data[0]["content"] for p in parts if p.event == "messages") == "tokens"
+    events = [(p.data["event"], p.data["name"]) for p in parts if p.event == "events"]
+    assert events[0] == ("on_chain_start", "meshward") and events[-1] == ("on_chain_end", "meshward")
+    assert ("on_chat_model_stream", "llm") in events and ("on_chain_end", "act") in events
+    assert parts[-1].data["data"]["output"]["messages"][-1]["content"] == "done: tokens please"
