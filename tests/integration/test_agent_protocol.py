@@ -255,3 +255,14 @@ async def test_custom_events_and_token_messages(client):
     assert events[0] == ("on_chain_start", "meshward") and events[-1] == ("on_chain_end", "meshward")
     assert ("on_chat_model_stream", "llm") in events and ("on_chain_end", "act") in events
     assert parts[-1].data["data"]["output"]["messages"][-1]["content"] == "done: tokens please"
+
+
+async def test_a_second_queued_resume_finds_nothing_to_resume(client):
+    tid = (await client.threads.create())["thread_id"]
+    await client.runs.wait(tid, "meshward", input={"messages": [{"role": "user", "content": "restart nginx"}]})
+    first = await client.runs.create(tid, "meshward", command={"resume": {"approved": False}})
+    second = await client.runs.create(tid, "meshward", command={"resume": {"approved": True}})  # queued behind the first
+    assert (await client.runs.join(tid, first["run_id"]))["messages"][-1]["content"] == "decision False by ops-key"
+    result = await client.runs.join(tid, second["run_id"])
+    assert "no pending interrupt" in result["__error__"]["message"]
+    assert (await client.runs.get(tid, second["run_id"]))["status"] == "error"

@@ -132,15 +132,15 @@ class RunManager:
             records.append(record)
         key = sort_by or "created_at"
         records.sort(key=lambda r: str(r.get(key, "")), reverse=(sort_order or "desc") == "desc")
+        if status is None:  # views (a state read each) only for the page
+            return [await self.thread_view(r) for r in records[offset : offset + limit]]
         out = []
         for record in records:
-            view = await self.thread_view(record) if status is None or len(out) < offset + limit else None
-            if view is None:
-                break
-            if status is None or view["status"] == status:
+            view = await self.thread_view(record)
+            if view["status"] == status:
                 out.append(view)
-            if len(out) >= offset + limit:
-                break
+                if len(out) >= offset + limit:
+                    break
         return out[offset : offset + limit]
 
     async def delete_thread(self, thread_id: str) -> None:
@@ -439,6 +439,9 @@ class RunWorker:
         stream = RunStream(publish, run_id, thread_id, kwargs.get("stream_mode") or ["values"])
 
         async def execute():
+            if "resume" in kwargs and not (await self.asker.graph.aget_state(config_of(thread_id))).interrupts:
+                # a resume queued behind another that already answered the interrupt
+                raise NoPendingInterrupt(f"thread {thread_id} has no pending interrupt to resume any more")
             await stream.start()
             state, _ = await self.asker.execute(thread_id, question=kwargs.get("question"), resume=kwargs.get("resume"), on_chunk=stream.chunk)
             await stream.finish(state)
@@ -460,7 +463,10 @@ class RunWorker:
             if self._stopping.is_set():
                 raise asyncio.CancelledError
             update = {"status": "interrupted", "cancel_reason": "cancelled"}
-        elif (error := task.exception()) is not None:
+        elif isinstance(error := task.exception(), NoPendingInterrupt):
+            update = {"status": "error", "error": str(error)}
+            await publish("error", {"error": "NoPendingInterrupt", "message": update["error"]})
+        elif error is not None:
             log.error("run %s failed: %s", run_id, error, exc_info=error)
             update = {"status": "error", "error": f"{type(error).__name__}: the run failed; the supervisor's log has the trace"}
             await publish("error", {"error": type(error).__name__, "message": update["error"]})
