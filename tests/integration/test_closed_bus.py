@@ -273,3 +273,40 @@ def test_meshward_credentials_writes_what_another_deployment_needs(tmp_path, cap
         asyncio.run(anonymous())
     finally:
         server.stop()
+
+
+async def test_the_supervisor_runs_agent_protocol_runs_on_the_closed_bus(closed, tmp_path):
+    """Its row covers the run queue, run events and the thread/run records; another user's does not."""
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+    from meshward.supervisor.agent_protocol.models import RunCreate
+    from meshward.supervisor.agent_protocol.runs import RunManager, RunWorker
+    from meshward.supervisor.agent_protocol.store import RunStore
+    from meshward.supervisor.asker import Asker
+    from meshward.supervisor.ports import NatsPorts
+
+    from tests.integration.test_agent_protocol import approval_graph
+
+    bus = await connect_as(closed, "supervisor")
+    intruder = await connect_as(closed, "intent")
+    try:
+        await bus.ensure_event_stream()
+        async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "cp.db")) as saver:
+            graph = approval_graph(saver)
+            store = await RunStore.open(bus.jetstream)
+            worker = RunWorker(bus, store, Asker(graph, NatsPorts(bus), timeout_s=10), instance="closed", max_concurrent=1, ack_wait_s=10)
+            await worker.start()
+            try:
+                manager = RunManager(bus, store, graph, run_deadline_s=20, max_question_chars=100)
+                await manager.create_thread("closed-bus-thread", {"k": "v"}, "raise")
+                body = RunCreate.model_validate({"assistant_id": "meshward", "input": {"messages": [{"role": "user", "content": "hello"}]}})
+                run = await manager.create("closed-bus-thread", body, "local")
+                result = await manager.join("closed-bus-thread", run["run_id"])
+                assert result["messages"][-1]["content"] == "done: hello"
+                assert [t["thread_id"] for t in await manager.search_threads(ids=None, metadata={"k": "v"}, status=None, limit=5, offset=0, sort_by=None, sort_order=None)] == ["closed-bus-thread"]
+            finally:
+                await worker.stop()
+        with pytest.raises(Exception):  # noqa: B017 - the server refuses the intent user any JetStream API on these
+            await RunStore.open(intruder.jetstream)
+    finally:
+        await bus.close()
+        await intruder.close()

@@ -31,6 +31,10 @@ from meshward.contracts.subjects import (
     EVENTS_STREAM,
     MEMORY_SIMILAR_THREATS,
     PREFIX,
+    RUNS_CONSUMER,
+    RUNS_KV_RUNS,
+    RUNS_KV_THREADS,
+    RUNS_STREAM,
     health,
 )
 
@@ -63,15 +67,25 @@ def _event_publisher(*event_subjects: str) -> tuple[str, ...]:
     return (*event_subjects, _STREAM_CREATE, _STREAM_INFO)
 
 
-def _consumer(durable: str) -> tuple[str, ...]:
+def _consumer(durable: str, stream: str = EVENTS_STREAM) -> tuple[str, ...]:
     return (
-        _STREAM_CREATE, _STREAM_INFO, _STREAM_UPDATE,
-        f"{_JS}.CONSUMER.INFO.{EVENTS_STREAM}.{durable}",
-        f"{_JS}.CONSUMER.CREATE.{EVENTS_STREAM}.{durable}",
-        f"{_JS}.CONSUMER.CREATE.{EVENTS_STREAM}.{durable}.>",
-        f"{_JS}.CONSUMER.DURABLE.CREATE.{EVENTS_STREAM}.{durable}",
-        f"{_JS}.CONSUMER.MSG.NEXT.{EVENTS_STREAM}.{durable}",
-        f"$JS.ACK.{EVENTS_STREAM}.{durable}.>",
+        f"{_JS}.STREAM.CREATE.{stream}", f"{_JS}.STREAM.INFO.{stream}", f"{_JS}.STREAM.UPDATE.{stream}",
+        f"{_JS}.CONSUMER.INFO.{stream}.{durable}",
+        f"{_JS}.CONSUMER.CREATE.{stream}.{durable}",
+        f"{_JS}.CONSUMER.CREATE.{stream}.{durable}.>",
+        f"{_JS}.CONSUMER.DURABLE.CREATE.{stream}.{durable}",
+        f"{_JS}.CONSUMER.MSG.NEXT.{stream}.{durable}",
+        f"$JS.ACK.{stream}.{durable}.>",
+    )
+
+
+def _kv(bucket: str) -> tuple[str, ...]:
+    """A JetStream KV bucket: create/open it, read and write keys, list keys (an ephemeral ordered consumer)."""
+    stream = f"KV_{bucket}"
+    return (
+        f"{_JS}.STREAM.CREATE.{stream}", f"{_JS}.STREAM.INFO.{stream}", f"{_JS}.STREAM.MSG.GET.{stream}",
+        f"{_JS}.DIRECT.GET.{stream}.>", f"{_JS}.CONSUMER.CREATE.{stream}", f"{_JS}.CONSUMER.CREATE.{stream}.>",
+        f"{_JS}.CONSUMER.DELETE.{stream}.>", f"{_JS}.CONSUMER.INFO.{stream}.>", f"$KV.{bucket}.>",
     )
 
 
@@ -81,9 +95,12 @@ PERMISSIONS: dict[str, Permissions] = {
             _own("security"), _own("intent"), _own("tools"), _own("memory"), _own("llm"),
             health("*"),
             *_event_publisher(EVENT_ROUTING, EVENT_INTERACTION),
+            # Agent Protocol runs: the work queue, run events and cancels between replicas, thread/run records
+            f"{PREFIX}.supervisor.runs.>", *_consumer(RUNS_CONSUMER, RUNS_STREAM), *_kv(RUNS_KV_THREADS), *_kv(RUNS_KV_RUNS),
         ),
         subscribe=(_own("supervisor"),),
-        description="the only caller of the agents (security, intent, tools, memory, llm); routing and interaction events",
+        description="the only caller of the agents (security, intent, tools, memory, llm); routing and interaction events; "
+                    "its own replicas' run queue, run events and records",
     ),
     "security": Permissions(
         publish=(MEMORY_SIMILAR_THREATS, *_event_publisher(EVENT_VIOLATION)),

@@ -42,3 +42,17 @@ HDR_REQUEST_ID = "Meshward-Request-Id"
 HDR_DEADLINE = "Meshward-Deadline"  # absolute, unix epoch milliseconds
 HDR_ERROR = "Meshward-Error"  # "1" when the body is an ErrorReply
 HDR_MSG_ID = "Nats-Msg-Id"  # JetStream de-duplication
+
+# Agent Protocol runs (supervisor only): the work queue any replica takes a run from, the subjects a
+# run's stream events and cancel requests travel on, and the KV buckets of thread and run records.
+RUNS_STREAM = "MESHWARD_RUNS"
+RUNS_QUEUE = f"{PREFIX}.supervisor.runs.queue"
+RUNS_EVENTS_PREFIX = f"{PREFIX}.supervisor.runs.events"
+RUNS_CANCEL = f"{PREFIX}.supervisor.runs.cancel"
+RUNS_CONSUMER = "runners"
+RUNS_KV_THREADS = "meshward_threads"
+RUNS_KV_RUNS = "meshward_runs"
+
+
+def run_events(run_id: str) -> str:
+    return f"{RUNS_EVENTS_PREFIX}.{run_id}"

@@ -9,7 +9,6 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from fastapi import FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from meshward.bus import Service
 from meshward.contracts import (
     ContextReply,
@@ -30,8 +29,11 @@ from meshward.contracts import (
 from sse_starlette import EventSourceResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from .agent_protocol.routes import router as agent_protocol_router
+from .agent_protocol.service import open_agent_protocol
 from .asker import Asker
 from .console import router as console_router
+from .checkpoints import open_checkpointer
 from .graph import DeepConfig, GraphBuilder
 from .http_tracing import HttpServerMiddleware
 from .models import THREAD_ID_PATTERN, AskRequest, AskResponse, ErrorResponse
@@ -111,15 +113,16 @@ def create_app(settings: SupervisorSettings | None = None, local_ports: AgentPor
                 ports: AgentPorts = NatsPorts(service.bus)
             else:
                 ports = local_ports
-            settings.checkpoint_db.parent.mkdir(parents=True, exist_ok=True)
-            saver = await stack.enter_async_context(AsyncSqliteSaver.from_conn_string(str(settings.checkpoint_db)))
+            saver = await stack.enter_async_context(open_checkpointer(settings))
             graph = GraphBuilder(ports, max_visits=settings.max_node_visits, deep_config=deep_config(settings)).build(checkpointer=saver)
             app.state.asker = Asker(graph, ports, timeout_s=settings.ask_timeout_s, recursion_limit=settings.recursion_limit, deep_timeout_s=settings.deep_timeout_s)
+            app.state.agent_protocol = await open_agent_protocol(stack, app.state.service, graph, app.state.asker, settings) if app.state.service else None
             yield
 
     app = FastAPI(title="meshward", version="0.1.0", lifespan=lifespan)
     app.add_middleware(HttpServerMiddleware, max_body_bytes=settings.max_body_bytes)
     app.include_router(console_router)
+    app.include_router(agent_protocol_router)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError):

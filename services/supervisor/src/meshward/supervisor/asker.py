@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from langgraph.types import Command
 from meshward.bus import context
 from meshward.bus.tracing import current_trace_id
 from meshward.contracts import AgentDecision, InteractionCompleted, subjects
@@ -33,6 +34,8 @@ DEADLINE_GRACE_S = 3.0
 
 # (event name, data): "step" after each graph step, "token" as the answer's tokens arrive
 Sink = Callable[[str, dict[str, Any]], Awaitable[None]]
+# (stream mode, chunk) of LangGraph's updates/custom/values streams, as the graph yields them
+ChunkSink = Callable[[str, Any], Awaitable[None]]
 
 
 class Asker:
@@ -45,15 +48,22 @@ class Asker:
         self.total_timeout_s = max(timeout_s, deep_timeout_s or 0.0) + DEADLINE_GRACE_S
         self.recursion_limit = recursion_limit
 
-    async def _run(self, inputs, config, sink: Sink | None) -> dict[str, Any]:
-        if sink is None:
+    async def _run(self, inputs, config, sink: Sink | None, on_chunk: ChunkSink | None = None) -> dict[str, Any]:
+        if sink is None and on_chunk is None:
             return await self.graph.ainvoke(inputs, config, durability="exit")
         state: dict[str, Any] = {}
         async for mode, chunk in self.graph.astream(inputs, config, stream_mode=["updates", "custom", "values"], durability="exit"):
-            if mode == "values":
+            if on_chunk is not None:
+                await on_chunk(mode, chunk)
+            if sink is None:
+                if mode == "values":
+                    state = chunk
+            elif mode == "values":
                 state = chunk
             elif mode == "updates":
                 for node, update in chunk.items():
+                    if not isinstance(update, dict):
+                        continue  # __interrupt__: the run paused
                     step = (update or {}).get("steps") or [{}]
                     await sink("step", {"node": node, "ms": step[-1].get("ms"), "next": (update or {}).get("next")})
             else:
@@ -67,28 +77,59 @@ class Asker:
         attachments: list[dict[str, str]] | None = None,
         sink: Sink | None = None,
     ) -> AskResponse:
+        thread_id = thread_id or uuid.uuid4().hex
+        state, response = await self.execute(thread_id, question=question, attachments=attachments, sink=sink)
+        return response or self.response(state, thread_id=thread_id, request_id=context.new_request_id(), duration_ms=0.0)
+
+    async def execute(
+        self,
+        thread_id: str,
+        *,
+        question: str | None = None,
+        attachments: list[dict[str, str]] | None = None,
+        resume: Any = None,
+        sink: Sink | None = None,
+        on_chunk: ChunkSink | None = None,
+    ) -> tuple[dict[str, Any], AskResponse | None]:
+        """One run of the graph on `thread_id`: a new question, or `resume` (the value of a pending
+        interrupt()) when `question` is None. `on_chunk` receives every (mode, chunk) of the updates,
+        custom and values streams (the Agent Protocol runner); `sink` the ingress's step/token events.
+        Returns the final graph state and its AskResponse (the interaction event stored before), or None
+        for the response when the run paused at an interrupt (the state then carries `__interrupt__`)."""
         start = time.perf_counter()
         started_at = time.time()
-        question, secrets = credentials.redact(question)  # before anything sees or keeps the question
+        secrets: dict = {}
+        if question is not None:
+            question, secrets = credentials.redact(question)  # before anything sees or keeps the question
         s_token = credentials.hold(secrets)
-        thread_id = thread_id or uuid.uuid4().hex
         request_id = context.new_request_id()
         d_token = context.set_deadline(started_at + self.timeout_s)
         r_token = context.set_request_id(request_id)
         config = {"configurable": {"thread_id": thread_id}, "recursion_limit": self.recursion_limit}
-        inputs = fresh_run(question, thread_id, request_id, attachments, started_at=started_at, stream=sink is not None)
+        streaming = sink is not None or on_chunk is not None
+        if question is not None:
+            inputs: Any = fresh_run(question, thread_id, request_id, attachments, started_at=started_at, stream=streaming)
+        else:
+            inputs = Command(resume=resume)
         try:
             async with asyncio.timeout(self.total_timeout_s):
-                state = await self._run(inputs, config, sink)
+                state = await self._run(inputs, config, sink, on_chunk)
         except TimeoutError:
             state = {"status": "error", "answer": f"Sorry, that took longer than {self.total_timeout_s - DEADLINE_GRACE_S:.0f}s and was stopped. Please try again.", "route": [], "tools_used": []}
         finally:
             context.reset_deadline(d_token)
             context.reset_request_id(r_token)
             credentials.release(s_token)
-        duration_ms = (time.perf_counter() - start) * 1000
+        if state.get("__interrupt__"):
+            return state, None
+        response = self.response(state, thread_id=thread_id, request_id=request_id, duration_ms=(time.perf_counter() - start) * 1000)
+        await self._store(self._interaction(state, response, question if question is not None else state.get("question") or ""), request_id)
+        return state, response
+
+    def response(self, state: dict[str, Any], *, thread_id: str, request_id: str, duration_ms: float) -> AskResponse:
+        """A final graph state as the ingress's answer."""
         intent = state.get("intent") or {}
-        response = AskResponse(
+        return AskResponse(
             status=state.get("status") or "error",
             answer=state.get("answer") or "Sorry, no answer was produced.",
             refusal_reason=state.get("refusal_reason"),
@@ -110,10 +151,13 @@ class Asker:
             usage=state.get("usage") or {},
             withheld=list(dict.fromkeys(state.get("withheld") or [])),
         )
+
+    @staticmethod
+    def _interaction(state: dict[str, Any], response: AskResponse, question: str) -> tuple:
         # Stored in the stream (publish ack) before the answer goes out: a crash right after answering loses
         # nothing, and a history read after the answer finds the event (memory waits for its consumer to reach
         # the stream's end). The question's routing events were published earlier on the same connection.
-        interaction = (
+        return (
             subjects.EVENT_INTERACTION,
             InteractionCompleted(
                 question=question,
@@ -127,13 +171,11 @@ class Asker:
                 threat_category=response.threat_category,
                 intent=response.intent,
                 decisions=[AgentDecision(**d) for d in state.get("decisions", [])],
-                thread_id=thread_id,
-                request_id=request_id,
+                thread_id=response.thread_id,
+                request_id=response.request_id,
                 trace_id=response.trace_id,
             ),
         )
-        await self._store(interaction, request_id)
-        return response
 
     async def _store(self, interaction: tuple, request_id: str, attempts: int = 3) -> None:
         """Publish with a few retries (a nats-server restart drops what was in flight; the event id de-duplicates

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -12,6 +12,11 @@ class SupervisorSettings(BaseSettings):
     http_host: str = Field(default="127.0.0.1", description="interface the HTTP ingress binds")
     http_port: int = Field(default=8080, ge=0, le=65535)
     checkpoint_db: Path = Field(default=Path("var/checkpoints.db"), description="SQLite file of the LangGraph checkpointer")
+    checkpoint_url: SecretStr | None = Field(default=None, description="postgresql://... : the Postgres checkpointer (replicas share threads); SQLite when unset")
+    checkpoint_pool_size: int = Field(default=10, ge=1, le=100, description="connections of the Postgres checkpointer's pool")
+    # Agent Protocol runs (agent_protocol/)
+    max_concurrent_runs: int = Field(default=4, ge=1, le=64, description="runs this replica executes at once from the work queue")
+    run_ack_wait_s: float = Field(default=30.0, ge=3, le=600, description="a run whose replica stops heartbeating this long goes to another replica")
     max_question_chars: int = Field(default=4_000, ge=1, le=20_000)
     max_body_bytes: int = Field(default=10 * 1_048_576, ge=1_024, le=64 * 1_048_576, description="whole request body, attachments included")
     ask_timeout_s: float = Field(default=30.0, gt=0, le=600, description="deadline of one question, every hop included")
@@ -30,3 +35,12 @@ class SupervisorSettings(BaseSettings):
     context_turns: int = Field(default=5, ge=0, le=50, description="recent user turns sent to security with each question")
     similar_k: int = Field(default=3, ge=0, le=20)
     similar_min_similarity: float = Field(default=0.6, ge=-1.0, le=1.0)
+
+    @field_validator("checkpoint_url")
+    @classmethod
+    def _postgres(cls, v: SecretStr | None) -> SecretStr | None:
+        if v is not None and not v.get_secret_value():
+            return None
+        if v is not None and not v.get_secret_value().startswith(("postgresql://", "postgres://")):
+            raise ValueError("MESHWARD_CHECKPOINT_URL must be a postgresql:// URL (unset it for SQLite)")
+        return v
