@@ -69,6 +69,12 @@ class LocalPorts:
         except ToolError as e:
             raise RemoteError(ErrorReply.of(e.code if isinstance(e.code, ErrorCode) else ErrorCode.BAD_REQUEST, e.message)) from None
 
+    async def call_approved_tool(self, name: str, arguments: dict[str, Any], approval_id: str, actor: str) -> ToolResult:
+        try:
+            return await self.registry.call(name, arguments, approved=True)
+        except ToolError as e:
+            raise RemoteError(ErrorReply.of(e.code if isinstance(e.code, ErrorCode) else ErrorCode.BAD_REQUEST, e.message)) from None
+
     async def check_output(self, answer: str, question: str) -> OutputVerdict:
         return self.checker.check(answer, question)
 

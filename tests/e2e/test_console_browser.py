@@ -226,7 +226,7 @@ def approval_route_exists() -> bool:
 
 def needs_approval_route() -> None:
     if not approval_route_exists():
-        pytest.skip(f"{APPROVAL_ROUTE} is not in this tree yet (seams.md section 2, the approve branch): enable after merging it")
+        pytest.skip(f"{APPROVAL_ROUTE} is not in this tree yet")
 
 
 @pytest.fixture(scope="module")
@@ -338,7 +338,7 @@ async def test_approving_a_command_runs_it_and_shows_the_answer(approval_console
     await console.expect(turn).to_have_attribute("data-state", "answered")
     await console.expect(turn.locator(".answer-text")).to_have_text(final["answer"])
     assert "cli_execute" in final["tools_used"]
-    assert any(OUTPUT in m for m in tool_messages(model))  # the approved command ran and its output reached the model
+    assert any(OUTPUT in m for m in tool_messages(model)), tool_messages(model)  # the approved command ran and its output reached the model
     await console.expect(console.page.locator(f'#thread-list li[data-thread-id="{thread_id}"] .badge')).to_have_count(0)
     console.clean()
 
@@ -356,5 +356,11 @@ async def test_denying_a_command_never_runs_it(approval_console):
     # deciding again: the run is no longer waiting (409), which the card would show
     async with httpx.AsyncClient(base_url=console.base_url, timeout=30) as http:
         r = await http.post(f"/v1/threads/{thread_id}/approval", json={"approved": True})
-    assert r.status_code == 409 and r.json()["error"]["code"] == "no_pending_approval"
+        assert r.status_code == 409 and r.json()["error"]["code"] == "no_pending_approval"
+        # the decision, who made it and why are in the audit log that memory keeps
+        log = (await http.get("/v1/audit/approvals", params={"thread_id": thread_id})).json()["entries"]
+        assert [(e["tool"], e["decision"], e["actor"], e["reason"]) for e in log] == [("cli_execute", "denied", "local", "not on this host")]
+        assert log[0]["arguments"] == {"command": COMMAND}
+        assert (await http.post("/v1/threads/never-asked-1/approval", json={"approved": True})).status_code == 404
+        assert (await http.post(f"/v1/threads/{thread_id}/approval", json={"approved": "yes"})).status_code == 422
     console.clean()

@@ -282,6 +282,24 @@ class MemoryStoreContract:
         assert [(r.kind, r.cluster, r.state) for r in rows] == [("cluster_audit", "lab", "registered"), ("cluster_health", "lab", "degraded")]
         assert rows[0].detail["api_url"] == "https://lab:6443" and rows[1].detail["reasons"] == ["1 of 3 nodes not ready: w-2"]
 
+    async def test_approval_decisions_are_the_audit_log_newest_first(self, store):
+        from datetime import timedelta
+
+        from meshward.contracts import ApprovalDecided
+
+        first = ApprovalDecided(approval_id="ap-1", tool="cli_execute", arguments={"command": "ls -la"}, decision="approved", actor="ops-key",
+                                policy_reason="not on the allowlist", thread_id="thread-a", occurred_at=T0, requested_at=T0)
+        second = ApprovalDecided(approval_id="ap-2", tool="cluster_register", arguments={"name": "lab", "token": {"$secret": "token"}},
+                                 decision="expired", actor="system:timeout", reason="not decided in 300s", thread_id="thread-b",
+                                 occurred_at=T0 + timedelta(seconds=5))
+        assert await store.record_approval(first) and await store.record_approval(second)
+        assert not await store.record_approval(first)  # redelivered
+        log = await store.approvals(None)
+        assert [(e.approval_id, e.decision, e.actor) for e in log] == [("ap-2", "expired", "system:timeout"), ("ap-1", "approved", "ops-key")]
+        assert log[0].arguments["token"] == {"$secret": "token"}  # the placeholder, never a secret
+        only_a = await store.approvals("thread-a", limit=10)
+        assert [e.approval_id for e in only_a] == ["ap-1"] and only_a[0].policy_reason == "not on the allowlist"
+
     async def test_migrations_are_idempotent(self, store_url):
         first, second = await asyncio.gather(MemoryStore.open(store_url), MemoryStore.open(store_url))
         await first.record_interaction(interaction(1))

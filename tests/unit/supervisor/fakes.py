@@ -35,7 +35,7 @@ def reply(content="", tool_calls=(), finish_reason=None, provider="fake", model=
 
 class FakePorts:
     def __init__(self, intent="calculation", in_scope=True, threat=None, tool_error=None, fail=None, leak=False, tools=("calculator",), results=None,
-                 chat=(), content_threats=(), context=None, similar=()):
+                 chat=(), content_threats=(), context=None, similar=(), needs_approval=()):
         self.intent, self.in_scope, self.threat = intent, in_scope, threat
         self.tool_error, self.fail, self.leak, self.tools = tool_error, fail, leak, tools
         self.results = results or {}  # tool name -> list of content dicts
@@ -49,6 +49,8 @@ class FakePorts:
         self.chat_requests = []
         self.content_checks = []
         self.security_contexts = []
+        self.needs_approval = set(needs_approval)  # tools whose calls the tools service says need a human
+        self.approved_calls = []
 
     def _maybe_fail(self, name):
         self.calls.append(name)
@@ -74,6 +76,8 @@ class FakePorts:
         self.tool_calls.append((name, arguments))
         if self.tool_error:
             raise RemoteError(ErrorReply.of(ErrorCode(self.tool_error), "exponent too large"))
+        if name in self.needs_approval:
+            raise RemoteError(ErrorReply.of(ErrorCode.NEEDS_APPROVAL, f"needs human approval: {name} is not on the allowlist"))
         if name in self.results:
             return ToolResult.model_validate({"name": name, "content": self.results[name]})
         # the calculator reports the expression it read along with the value
@@ -112,6 +116,10 @@ class FakePorts:
             for word in step.message.content.split(" "):
                 on_token(word + " ", False)
         return step
+
+    async def call_approved_tool(self, name, arguments, approval_id, actor):
+        self.approved_calls.append((name, arguments, approval_id, actor))
+        return ToolResult(name=name, content=[TextContent(text=f"ran {arguments.get('command', name)}: approved-output")])
 
     def emit(self, subject, event):
         self.events.append((subject, event))

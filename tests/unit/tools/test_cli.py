@@ -164,13 +164,23 @@ async def test_ask_mode_needs_approval_but_does_not_run(settings, no_spawn):
     registry = make_registry(ask)
     with pytest.raises(ToolError) as exc:
         await registry.call("cli_execute", {"command": "ls -la"})
-    assert exc.value.code == ErrorCode.REFUSED
+    assert exc.value.code == ErrorCode.NEEDS_APPROVAL
     assert exc.value.message.startswith("needs human approval:")
-    # denied commands are refused outright even in ask mode
-    with pytest.raises(ToolError) as exc:
-        await registry.call("cli_execute", {"command": "rm -rf /srv"})
-    assert "needs human approval" not in exc.value.message
+    # denied commands are refused outright even in ask mode, and no approval runs them
+    for approved in (False, True):
+        with pytest.raises(ToolError) as exc:
+            await registry.call("cli_execute", {"command": "rm -rf /srv"}, approved=approved)
+        assert exc.value.code == ErrorCode.REFUSED and "needs human approval" not in exc.value.message
     assert no_spawn == []
+
+
+async def test_an_approved_call_runs_through_the_approved_path_only_in_ask_mode(settings):
+    ask = settings.model_copy(update={"approval_mode": "ask"})
+    result = await make_registry(ask).call("cli_execute", {"command": "printf %s approved-ok"}, approved=True)
+    assert "approved-ok" in result.content[0].text and result.content[1].data["exit_code"] == 0
+    with pytest.raises(ToolError) as exc:  # approval_mode=deny: only allowlisted commands run, approved or not
+        await make_registry(settings).call("cli_execute", {"command": "printf %s approved-ok"}, approved=True)
+    assert exc.value.code == ErrorCode.REFUSED
 
 
 def test_tool_specs_offer_no_self_approval(settings):
@@ -491,7 +501,7 @@ async def test_run_approved(settings):
     assert decision.action == "needs_approval"
     text, data = await run_approved(decision.argv, ask)
     assert data.data["argv"] == ["ls", "-a"]
-    assert data.data["approved"] is True
+    assert "approved" not in data.data  # the audit log records approvals, not the model-visible result
     assert data.data["exit_code"] == 0
     assert text.text.split() == [".", ".."]  # it ran in the empty workdir
 

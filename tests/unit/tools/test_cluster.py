@@ -174,12 +174,19 @@ async def test_huge_cluster_is_paginated_and_bounded(tmp_path):
 
 
 async def test_writes_need_allow_and_a_secret_key(tmp_path, kube):
-    domain, registry, _ = make(tmp_path)
+    domain, _, _ = make(tmp_path)
     domain.settings.write = "deny"
+    registry = ToolRegistry()
+    for t in domain.tools():
+        registry.register(t)
     e = await call_error(registry, "cluster_register", {"name": "lab", "api_url": kube.url, "token": TOKEN})
-    assert e.code == ErrorCode.REFUSED and "MESHWARD_CLUSTER_WRITE=allow" in e.message
+    assert e.code == ErrorCode.NEEDS_APPROVAL and "approval" in e.message  # a human approves each write
     assert all(t.requires_approval for t in domain.tools() if t.name in ("cluster_register", "cluster_remove"))
+    assert kube.requests == []
+    approved = await registry.call("cluster_register", {"name": "lab", "api_url": kube.url, "token": TOKEN}, approved=True)
+    assert "lab" in approved.content[0].text and TOKEN not in approved.model_dump_json()
     await domain.close()
+    kube.requests.clear()
     keyless = ClusterDomain(ClusterSettings(write="allow", database_url=f"sqlite+aiosqlite:///{tmp_path / 'k.db'}"))
     reg = ToolRegistry()
     for t in keyless.tools():

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from meshward.contracts.subjects import (
+    EVENT_APPROVAL,
     EVENT_CLUSTER_AUDIT,
     EVENT_CLUSTER_HEALTH,
     EVENT_INTERACTION,
@@ -94,12 +95,12 @@ PERMISSIONS: dict[str, Permissions] = {
         publish=(
             _own("security"), _own("intent"), _own("tools"), _own("memory"), _own("llm"),
             health("*"),
-            *_event_publisher(EVENT_ROUTING, EVENT_INTERACTION),
+            *_event_publisher(EVENT_ROUTING, EVENT_INTERACTION, EVENT_APPROVAL),
             # Agent Protocol runs: the work queue, run events and cancels between replicas, thread/run records
             f"{PREFIX}.supervisor.runs.>", *_consumer(RUNS_CONSUMER, RUNS_STREAM), *_kv(RUNS_KV_THREADS), *_kv(RUNS_KV_RUNS),
         ),
         subscribe=(_own("supervisor"),),
-        description="the only caller of the agents (security, intent, tools, memory, llm); routing and interaction events; "
+        description="the only caller of the agents (security, intent, tools, memory, llm) and of approved tool calls; routing, interaction and approval events; "
                     "its own replicas' run queue, run events and records",
     ),
     "security": Permissions(

@@ -5,6 +5,7 @@ from .catalog import ENDPOINTS, EVENTS, Endpoint
 from .errors import ErrorCode, ErrorReply, RemoteError
 from .events import (
     AgentDecision,
+    ApprovalDecided,
     ClusterAudit,
     ClusterHealthChecked,
     Event,
@@ -28,6 +29,9 @@ from .llm import (
     Usage,
 )
 from .memory import (
+    ApprovalEntry,
+    ApprovalsReply,
+    ApprovalsRequest,
     ContextReply,
     ContextRequest,
     HistoryReply,
@@ -57,6 +61,7 @@ from .security import (
     ThreatCategory,
 )
 from .tools import (
+    ApprovedToolCallRequest,
     Content,
     DataContent,
     ImageContent,
@@ -72,6 +77,7 @@ __all__ = [
     "AttemptOutcome", "ChatChunk", "ChatMessage", "ChatRequest", "ChatResponse", "ChatRole", "CheckMode",
     "ProviderAttempt", "ToolCallRequestByModel", "Usage",
     "ClusterAudit", "ClusterHealthChecked",
+    "ApprovalDecided", "ApprovalEntry", "ApprovalsReply", "ApprovalsRequest", "ApprovedToolCallRequest",
     "AgentDecision", "CONTRACTS_VERSION", "Content", "ContextReply", "ContextRequest", "Hit", "InsightsReply",
     "InsightsRequest", "RetractThreatReply", "RetractThreatRequest", "SearchReply", "SearchRequest",
     "SimilarThreatsReply", "SimilarThreatsRequest", "DataContent", "DecidingLayer", "ENDPOINTS", "EVENTS", "Endpoint",

@@ -7,6 +7,7 @@ from . import subjects as s
 from .base import Message
 from .errors import ErrorReply
 from .events import (
+    ApprovalDecided,
     ClusterAudit,
     ClusterHealthChecked,
     InteractionCompleted,
@@ -18,6 +19,8 @@ from .health import HealthReply, HealthRequest
 from .intent import IntentRequest, IntentResult
 from .llm import ChatRequest, ChatResponse
 from .memory import (
+    ApprovalsReply,
+    ApprovalsRequest,
     ContextReply,
     ContextRequest,
     HistoryReply,
@@ -34,7 +37,7 @@ from .memory import (
     StatsRequest,
 )
 from .security import OutputCheckRequest, OutputVerdict, SecurityCheckRequest, SecurityVerdict
-from .tools import ToolCallRequest, ToolCatalog, ToolListRequest, ToolResult
+from .tools import ApprovedToolCallRequest, ToolCallRequest, ToolCatalog, ToolListRequest, ToolResult
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(s.INTENT_CLASSIFY, IntentRequest, IntentResult, "intent", "Classify the intent of a question within a scope."),
     Endpoint(s.TOOLS_LIST, ToolListRequest, ToolCatalog, "tools", "List the tool catalog (MCP-style JSON schemas)."),
     Endpoint(s.TOOLS_CALL, ToolCallRequest, ToolResult, "tools", "Call one tool."),
+    Endpoint(s.TOOLS_CALL_APPROVED, ApprovedToolCallRequest, ToolResult, "tools", "Run a tool call a human approved (supervisor only)."),
     Endpoint(s.MEMORY_HISTORY, HistoryRequest, HistoryReply, "memory", "A thread's persisted turns."),
     Endpoint(s.MEMORY_STATS, StatsRequest, StatsReply, "memory", "Counts of persisted rows."),
     Endpoint(s.MEMORY_SEARCH, SearchRequest, SearchReply, "memory", "Semantic search in one collection."),
@@ -59,6 +63,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(s.MEMORY_INSIGHTS, InsightsRequest, InsightsReply, "memory", "Violation totals, distribution, last seen."),
     Endpoint(s.MEMORY_RETRACT_THREAT, RetractThreatRequest, RetractThreatReply, "memory", "Retract a learned threat (operator fix for a false block)."),
     Endpoint(s.MEMORY_CONTEXT, ContextRequest, ContextReply, "memory", "A thread's compressed context (summary + recent turns)."),
+    Endpoint(s.MEMORY_APPROVALS, ApprovalsRequest, ApprovalsReply, "memory", "The approval audit log, newest first."),
     Endpoint(s.LLM_CHAT, ChatRequest, ChatResponse, "llm", "Chat completion with tool calling; streams ChatChunk on stream_subject."),
 ) + tuple(
     Endpoint(s.health(name), HealthRequest, HealthReply, name, f"Readiness of the {name} service.")
@@ -72,6 +77,7 @@ EVENTS: tuple[tuple[str, type[Message]], ...] = (
     (s.EVENT_TOOL_CALLED, ToolCalled),
     (s.EVENT_CLUSTER_AUDIT, ClusterAudit),
     (s.EVENT_CLUSTER_HEALTH, ClusterHealthChecked),
+    (s.EVENT_APPROVAL, ApprovalDecided),
 )
 
 ERROR_MODEL = ErrorReply

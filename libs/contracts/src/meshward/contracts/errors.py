@@ -16,6 +16,7 @@ class ErrorCode(StrEnum):
     UNAVAILABLE = "unavailable"  # no responder / dependency down; retry may help
     OVERLOADED = "overloaded"  # concurrency bound reached
     REFUSED = "refused"  # policy said no (e.g. a command not on the allowlist)
+    NEEDS_APPROVAL = "needs_approval"  # policy allows it only once a human approves (the supervisor asks one)
     INTERNAL = "internal"  # a bug: logged with the trace id, never shown as a traceback
 
 

@@ -96,3 +96,17 @@ class ClusterHealthChecked(Event):
     reasons: list[str] = Field(default_factory=list, max_length=32)
     latency_ms: float | None = None
     source: Literal["scheduled", "question"] = "question"
+
+
+class ApprovalDecided(Event):
+    """A human's (or the timeout's) decision on a tool call that needed approval: the audit log's entry."""
+
+    type: Literal["approval_decided"] = "approval_decided"
+    approval_id: str = Field(max_length=MAX_ID_CHARS)
+    tool: str = Field(max_length=MAX_ID_CHARS)
+    arguments: dict = Field(default_factory=dict)  # as shown to the approver: secrets are placeholders
+    decision: Literal["approved", "denied", "expired"]
+    actor: str = Field(max_length=128)
+    reason: str | None = Field(default=None, max_length=1_000)
+    policy_reason: str = Field(default="", max_length=1_000)
+    requested_at: datetime | None = None

@@ -96,3 +96,27 @@ class ContextReply(Message):
     turns: list[Turn]
     tokens: int
     compressed: bool
+
+
+class ApprovalsRequest(Message):
+    thread_id: str | None = Field(default=None, max_length=MAX_ID_CHARS)
+    limit: int = Field(default=50, ge=1, le=500)
+
+
+class ApprovalEntry(Message):
+    approval_id: str
+    thread_id: str | None = None
+    tool: str
+    arguments: dict
+    decision: Literal["approved", "denied", "expired"]
+    actor: str
+    reason: str | None = None
+    policy_reason: str = ""
+    requested_at: datetime | None = None
+    decided_at: datetime
+    request_id: str | None = None
+    trace_id: str | None = None
+
+
+class ApprovalsReply(Message):
+    entries: list[ApprovalEntry]

@@ -8,6 +8,7 @@ SECURITY_CHECK_OUTPUT = f"{PREFIX}.security.check_output"
 INTENT_CLASSIFY = f"{PREFIX}.intent.classify"
 TOOLS_LIST = f"{PREFIX}.tools.list"
 TOOLS_CALL = f"{PREFIX}.tools.call"
+TOOLS_CALL_APPROVED = f"{PREFIX}.tools.call_approved"
 MEMORY_HISTORY = f"{PREFIX}.memory.history"
 MEMORY_STATS = f"{PREFIX}.memory.stats"
 MEMORY_SEARCH = f"{PREFIX}.memory.search"
@@ -15,6 +16,7 @@ MEMORY_SIMILAR_THREATS = f"{PREFIX}.memory.similar_threats"
 MEMORY_INSIGHTS = f"{PREFIX}.memory.insights"
 MEMORY_RETRACT_THREAT = f"{PREFIX}.memory.retract_threat"
 MEMORY_CONTEXT = f"{PREFIX}.memory.context"
+MEMORY_APPROVALS = f"{PREFIX}.memory.approvals"
 LLM_CHAT = f"{PREFIX}.llm.chat"
 
 SERVICES = ("security", "intent", "tools", "memory", "llm", "supervisor")
@@ -34,6 +36,7 @@ EVENT_VIOLATION = f"{EVENTS_PREFIX}.violation"
 EVENT_TOOL_CALLED = f"{EVENTS_PREFIX}.tool_called"
 EVENT_CLUSTER_AUDIT = f"{EVENTS_PREFIX}.cluster_audit"
 EVENT_CLUSTER_HEALTH = f"{EVENTS_PREFIX}.cluster_health"
+EVENT_APPROVAL = f"{EVENTS_PREFIX}.approval"
 
 # Message headers
 HDR_TRACEPARENT = "traceparent"

@@ -28,6 +28,15 @@ class ToolCallRequest(Message):
     arguments: dict[str, Any] = Field(default_factory=dict)
 
 
+class ApprovedToolCallRequest(Message):
+    """A call a human approved (only the supervisor may send it; the tools service still applies its deny list)."""
+
+    name: str = Field(max_length=MAX_ID_CHARS)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    approval_id: str = Field(max_length=MAX_ID_CHARS)
+    actor: str = Field(min_length=1, max_length=128)
+
+
 class TextContent(Message):
     type: Literal["text"] = "text"
     text: str

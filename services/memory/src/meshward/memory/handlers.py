@@ -11,6 +11,9 @@ from meshward.bus import Service, ServiceError
 from meshward.bus import context as request_context
 from meshward.bus.events import EventConsumer
 from meshward.contracts import (
+    ApprovalDecided,
+    ApprovalsReply,
+    ApprovalsRequest,
     ClusterAudit,
     ClusterHealthChecked,
     ContextReply,
@@ -82,6 +85,8 @@ class EventSink:
         elif subject in (subjects.EVENT_CLUSTER_AUDIT, subjects.EVENT_CLUSTER_HEALTH):
             model = ClusterAudit if subject == subjects.EVENT_CLUSTER_AUDIT else ClusterHealthChecked
             await self.store.record_cluster_event(model.model_validate_json(data))
+        elif subject == subjects.EVENT_APPROVAL:
+            await self.store.record_approval(ApprovalDecided.model_validate_json(data))
 
     async def learn(self, event: SecurityViolation) -> None:
         await self.store.record_violation(event)
@@ -169,6 +174,11 @@ def create_service(settings: MemorySettings | None = None) -> Service[MemoryStat
         marked = await service.state.store.retract(req.threat_id)
         removed = await service.state.semantic.retract_threat(req.threat_id)
         return RetractThreatReply(threat_id=req.threat_id, retracted=marked or removed)
+
+    @service.handler(subjects.MEMORY_APPROVALS, ApprovalsRequest)
+    async def approval_log(req: ApprovalsRequest) -> ApprovalsReply:
+        await caught_up()  # a decision just made is in the log
+        return ApprovalsReply(entries=await service.state.store.approvals(req.thread_id, req.limit))
 
     @service.handler(subjects.MEMORY_CONTEXT, ContextRequest)
     async def context(req: ContextRequest) -> ContextReply:

@@ -181,6 +181,28 @@ cluster_events = Table(
 )
 
 
+# The approval audit log: one row per decision on a tool call that needed a human (approved, denied, expired).
+approvals = Table(
+    "approvals",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("event_id", Str(ID), nullable=False, unique=True),
+    Column("approval_id", Str(ID), nullable=False),
+    Column("decided_at", UTCDateTime, nullable=False),
+    Column("requested_at", UTCDateTime),
+    Column("thread_id", Str(ID)),
+    Column("tool", Str(ID), nullable=False),
+    Column("arguments", JSON, nullable=False),
+    Column("decision", Str(16), nullable=False),
+    Column("actor", Str(128), nullable=False),
+    Column("reason", Str(1_000)),
+    Column("policy_reason", Str(1_000), nullable=False, default=""),
+    Column("request_id", Str(ID)),
+    Column("trace_id", Str(64)),
+    Index(None, "thread_id", "decided_at"),
+)
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -200,6 +222,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "interactions, agent_decisions, learned_patterns, threads", _initial_schema),
     Migration(2, "violations log", _violations),
     Migration(3, "cluster audit and health events", lambda conn: cluster_events.create(conn)),
+    Migration(4, "approval audit log", lambda conn: approvals.create(conn)),
 )
 
 # Any constant: PostgreSQL openers queue on this advisory lock instead of racing.

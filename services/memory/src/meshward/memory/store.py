@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from meshward.contracts import (
+    ApprovalDecided,
+    ApprovalEntry,
     ClusterAudit,
     ClusterHealthChecked,
     InsightsReply,
@@ -30,7 +32,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.sql import Executable
 
-from .migrations import agent_decisions, cluster_events, interactions, migrate, threads, violations
+from .migrations import agent_decisions, approvals, cluster_events, interactions, migrate, threads, violations
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
 _INSERT = {"sqlite": sqlite.insert, "postgresql": postgresql.insert}
@@ -246,6 +248,30 @@ class MemoryStore:
                 .returning(cluster_events.c.id)
             )
         return stored is not None
+
+    async def record_approval(self, event: ApprovalDecided) -> bool:
+        """Store an approval decision; False if it was stored already."""
+        async with self._writer.begin() as conn:
+            stored = await conn.scalar(
+                self._insert(approvals)
+                .values(event_id=event.event_id, approval_id=event.approval_id, decided_at=event.occurred_at, requested_at=event.requested_at,
+                        thread_id=event.thread_id, tool=event.tool, arguments=event.arguments, decision=event.decision, actor=event.actor,
+                        reason=event.reason, policy_reason=event.policy_reason, request_id=event.request_id, trace_id=event.trace_id)
+                .on_conflict_do_nothing(index_elements=[approvals.c.event_id])
+                .returning(approvals.c.id)
+            )
+        return stored is not None
+
+    async def approvals(self, thread_id: str | None, limit: int = 50) -> list[ApprovalEntry]:
+        """The approval audit log, newest first (one thread's, or everyone's)."""
+        c = approvals.c
+        query = select(approvals).order_by(c.decided_at.desc(), c.id.desc()).limit(limit)
+        if thread_id is not None:
+            query = query.where(c.thread_id == thread_id)
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(query)).mappings().all()
+        fields = set(ApprovalEntry.model_fields)
+        return [ApprovalEntry(**{k: v for k, v in r.items() if k in fields}) for r in rows]
 
     async def mark_learned(self, event_id: str) -> None:
         async with self._writer.begin() as conn:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -11,6 +12,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from meshward.bus import Service
 from meshward.contracts import (
+    ApprovalsReply,
+    ApprovalsRequest,
     ContextReply,
     ContextRequest,
     HealthReply,
@@ -31,12 +34,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .agent_protocol.routes import router as agent_protocol_router
 from .agent_protocol.service import open_agent_protocol
-from .asker import Asker
-from .console import router as console_router
+from .asker import Asker, NoPendingApproval
 from .checkpoints import open_checkpointer
+from .console import router as console_router
 from .graph import DeepConfig, GraphBuilder
 from .http_tracing import HttpServerMiddleware
-from .models import THREAD_ID_PATTERN, AskRequest, AskResponse, ErrorResponse
+from .models import THREAD_ID_PATTERN, ApprovalDecision, AskRequest, AskResponse, ErrorResponse
 from .ports import AgentPorts, NatsPorts
 from .settings import SupervisorSettings
 
@@ -62,6 +65,7 @@ def deep_config(settings: SupervisorSettings) -> DeepConfig:
         context_turns=settings.context_turns,
         similar_k=settings.similar_k,
         similar_min_similarity=settings.similar_min_similarity,
+        approval_timeout_s=settings.approval_timeout_s,
     )
 
 
@@ -96,6 +100,12 @@ def stream_answer(asker: Asker, body: AskRequest) -> EventSourceResponse:
     return EventSourceResponse(events(), ping=15)
 
 
+async def _cancel(task: asyncio.Task) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
 def create_app(settings: SupervisorSettings | None = None, local_ports: AgentPorts | None = None) -> FastAPI:
     """The ingress. With `local_ports` the graph calls them in-process instead of over NATS
     (the monolith baseline of bench/e2e.py); /healthz then reports that mode."""
@@ -116,6 +126,8 @@ def create_app(settings: SupervisorSettings | None = None, local_ports: AgentPor
             saver = await stack.enter_async_context(open_checkpointer(settings))
             graph = GraphBuilder(ports, max_visits=settings.max_node_visits, deep_config=deep_config(settings)).build(checkpointer=saver)
             app.state.asker = Asker(graph, ports, timeout_s=settings.ask_timeout_s, recursion_limit=settings.recursion_limit, deep_timeout_s=settings.deep_timeout_s)
+            sweeper = asyncio.create_task(app.state.asker.expire_approvals(), name="approval-expiry")
+            stack.push_async_callback(_cancel, sweeper)
             app.state.agent_protocol = await open_agent_protocol(stack, app.state.service, graph, app.state.asker, settings) if app.state.service else None
             yield
 
@@ -197,6 +209,27 @@ def create_app(settings: SupervisorSettings | None = None, local_ports: AgentPor
         if isinstance(reply, RetractThreatReply) and not reply.retracted:
             return _error(404, "not_found", f"no learned threat {threat_id}")
         return reply
+
+    @app.post(
+        "/v1/threads/{thread_id}/approval",
+        response_model=AskResponse,
+        responses={404: {"model": ErrorResponse}, 409: {"model": ErrorResponse}, 422: {"model": ErrorResponse}},
+    )
+    async def decide_approval(request: Request, body: ApprovalDecision, thread_id: str = Path(pattern=THREAD_ID_PATTERN)) -> AskResponse:
+        """Approve or deny the tool call a thread's run is waiting on; the run then continues and this answers
+        with its result. Who decided is the caller's identity (its API key's name), never a field of the body."""
+        decision = {"approved": body.approved, "reason": body.reason, "actor": getattr(request.state, "principal", "local")}
+        try:
+            return await app.state.asker.resume(thread_id, decision)
+        except NoPendingApproval as e:
+            if not e.known:
+                return _error(404, "not_found", str(e))
+            return _error(409, "no_pending_approval", f"{e}: it was decided already, expired, or never asked")
+
+    @app.get("/v1/audit/approvals", response_model=ApprovalsReply, responses={503: {"model": ErrorResponse}})
+    async def approval_log(thread_id: str | None = Query(default=None, pattern=THREAD_ID_PATTERN), limit: int = Query(default=50, ge=1, le=500)):
+        """The approval audit log (newest first): every decision on a tool call that needed a human."""
+        return await memory_request(subjects.MEMORY_APPROVALS, ApprovalsRequest(thread_id=thread_id, limit=limit), ApprovalsReply)
 
     @app.post(
         "/v1/ask",

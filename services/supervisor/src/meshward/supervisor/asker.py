@@ -6,6 +6,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Any
 
 from langgraph.types import Command
@@ -14,11 +15,28 @@ from meshward.bus.tracing import current_trace_id
 from meshward.contracts import AgentDecision, InteractionCompleted, subjects
 
 from . import credentials
-from .models import AskResponse
+from .models import ApprovalRequest, AskResponse
 from .ports import AgentPorts
 from .state import fresh_run
 
 log = logging.getLogger(__name__)
+
+
+class NoPendingApproval(Exception):
+    """A decision for a thread that is not waiting for one (unknown thread: `known` is False)."""
+
+    def __init__(self, thread_id: str, known: bool):
+        super().__init__(f"thread {thread_id} has no pending approval" if known else f"no thread {thread_id}")
+        self.known = known
+
+
+def pending_approval(state: dict[str, Any]) -> dict[str, Any] | None:
+    """The approval payload a paused run waits on, from its final values or `__interrupt__`."""
+    for item in state.get("__interrupt__") or ():
+        value = getattr(item, "value", None)
+        if isinstance(value, dict) and value.get("kind") == "approval":
+            return value
+    return None
 
 
 def images_of(results: list[dict]) -> list[dict[str, str]]:
@@ -47,6 +65,11 @@ class Asker:
         # plus a grace so that a node's own deadline error (naming what failed) wins over this blunt stop
         self.total_timeout_s = max(timeout_s, deep_timeout_s or 0.0) + DEADLINE_GRACE_S
         self.recursion_limit = recursion_limit
+        # Secrets of runs paused for an approval, by thread, until they expire: held in this process only (never
+        # checkpointed), so an approved call gets the token the question carried.
+        self._held: dict[str, tuple[dict[str, str], float]] = {}
+        self._expiry: dict[str, float] = {}  # thread -> when its pending approval expires (the sweeper's list)
+        self._expired = asyncio.Event()
 
     async def _run(self, inputs, config, sink: Sink | None, on_chunk: ChunkSink | None = None) -> dict[str, Any]:
         if sink is None and on_chunk is None:
@@ -79,7 +102,46 @@ class Asker:
     ) -> AskResponse:
         thread_id = thread_id or uuid.uuid4().hex
         state, response = await self.execute(thread_id, question=question, attachments=attachments, sink=sink)
-        return response or self.response(state, thread_id=thread_id, request_id=context.new_request_id(), duration_ms=0.0)
+        return await self._answer(state, response, thread_id, sink)
+
+    async def resume(self, thread_id: str, decision: dict[str, Any], sink: Sink | None = None) -> AskResponse:
+        """Continue a run paused for an approval with a human's decision ({approved, reason, actor})."""
+        snapshot = await self.graph.aget_state({"configurable": {"thread_id": thread_id}})
+        if not snapshot.values:
+            raise NoPendingApproval(thread_id, known=False)
+        if not any(pending_approval({"__interrupt__": t.interrupts}) for t in snapshot.tasks):
+            raise NoPendingApproval(thread_id, known=True)
+        state, response = await self.execute(thread_id, resume=decision, sink=sink)
+        return await self._answer(state, response, thread_id, sink)
+
+    async def _answer(self, state: dict[str, Any], response: AskResponse | None, thread_id: str, sink: Sink | None) -> AskResponse:
+        if response is not None:
+            return response
+        response = self.response(state, thread_id=thread_id, request_id=context.new_request_id(), duration_ms=0.0)
+        if response.approval is not None and sink is not None:
+            await sink("approval", response.approval.model_dump(mode="json"))
+        return response
+
+    async def expire_approvals(self) -> None:
+        """Resolve approvals nobody decided in time as expired (the audit log records them): runs for the
+        supervisor's lifetime, waking at the earliest expiry."""
+        while True:
+            now = time.time()
+            due = [t for t, at in self._expiry.items() if at <= now]
+            for thread_id in due:
+                self._expiry.pop(thread_id, None)
+                try:
+                    await self.resume(thread_id, {"approved": False, "actor": "system:timeout", "reason": "not decided in time"})
+                except NoPendingApproval:
+                    pass  # decided meanwhile
+                except Exception:  # noqa: BLE001 - one thread's failure must not stop the sweeper
+                    log.exception("expiring the approval of thread %s failed", thread_id)
+            nxt = min(self._expiry.values(), default=None)
+            self._expired.clear()
+            try:
+                await asyncio.wait_for(self._expired.wait(), timeout=None if nxt is None else max(0.0, nxt - time.time()))
+            except TimeoutError:
+                pass
 
     async def execute(
         self,
@@ -101,6 +163,11 @@ class Asker:
         secrets: dict = {}
         if question is not None:
             question, secrets = credentials.redact(question)  # before anything sees or keeps the question
+            self._held.pop(thread_id, None)
+        else:
+            held = self._held.pop(thread_id, None)
+            secrets = held[0] if held and held[1] > started_at else {}
+        self._expiry.pop(thread_id, None)
         s_token = credentials.hold(secrets)
         request_id = context.new_request_id()
         d_token = context.set_deadline(started_at + self.timeout_s)
@@ -110,7 +177,8 @@ class Asker:
         if question is not None:
             inputs: Any = fresh_run(question, thread_id, request_id, attachments, started_at=started_at, stream=streaming)
         else:
-            inputs = Command(resume=resume)
+            # the deadlines of the steps after the pause count from the decision, not from the question
+            inputs = Command(resume=resume, update={"started_at": started_at})
         try:
             async with asyncio.timeout(self.total_timeout_s):
                 state = await self._run(inputs, config, sink, on_chunk)
@@ -121,6 +189,13 @@ class Asker:
             context.reset_request_id(r_token)
             credentials.release(s_token)
         if state.get("__interrupt__"):
+            p = pending_approval(state)
+            if p is not None:
+                expires = datetime.fromisoformat(p["expires_at"]).timestamp()
+                if secrets:
+                    self._held[thread_id] = (secrets, expires)
+                self._expiry[thread_id] = expires
+                self._expired.set()  # the sweeper re-reads the earliest expiry
             return state, None
         response = self.response(state, thread_id=thread_id, request_id=request_id, duration_ms=(time.perf_counter() - start) * 1000)
         await self._store(self._interaction(state, response, question if question is not None else state.get("question") or ""), request_id)
@@ -129,9 +204,10 @@ class Asker:
     def response(self, state: dict[str, Any], *, thread_id: str, request_id: str, duration_ms: float) -> AskResponse:
         """A final graph state as the ingress's answer."""
         intent = state.get("intent") or {}
+        paused = self._paused(state)
         return AskResponse(
-            status=state.get("status") or "error",
-            answer=state.get("answer") or "Sorry, no answer was produced.",
+            status=paused.get("status") or state.get("status") or "error",
+            answer=paused.get("answer") or state.get("answer") or "Sorry, no answer was produced.",
             refusal_reason=state.get("refusal_reason"),
             threat_category=state.get("threat_category"),
             intent=intent.get("intent"),
@@ -150,7 +226,21 @@ class Asker:
             confidence=state.get("confidence"),
             usage=state.get("usage") or {},
             withheld=list(dict.fromkeys(state.get("withheld") or [])),
+            approval=paused.get("approval"),
         )
+
+    @staticmethod
+    def _paused(state: dict[str, Any]) -> dict[str, Any]:
+        p = pending_approval(state)
+        if p is None:
+            return {}
+        tool = p["tool"]
+        return {
+            "status": "awaiting_approval",
+            "answer": f"{tool} needs a human's approval before it runs ({p['reason']}). Approve or deny it: "
+                      f"POST /v1/threads/<thread>/approval, `meshward approve`, or the console.",
+            "approval": ApprovalRequest(**{k: p[k] for k in ("approval_id", "tool", "arguments", "reason", "expires_at")}),
+        }
 
     @staticmethod
     def _interaction(state: dict[str, Any], response: AskResponse, question: str) -> tuple:

@@ -59,6 +59,20 @@ def data_block(label: str, text: str) -> str:
     return f"<data source=\"{label}\">\n{text.replace('</data>', '</ data>')}\n</data>"
 
 
+def data_lines(data: dict[str, Any]) -> str:
+    """A tool's structured data as `key: value` lines: what the model needs, and plain text to the content
+    check (the classifier reads JSON dumps of command metadata as injections far more often than lines)."""
+
+    def value(v: Any) -> str:
+        if isinstance(v, list) and all(isinstance(x, str | int | float | bool) or x is None for x in v):
+            return " ".join(str(x) for x in v)
+        if isinstance(v, dict | list):
+            return json.dumps(v, ensure_ascii=False, default=str)
+        return str(v)
+
+    return "\n".join(f"{k}: {value(v)}" for k, v in data.items())
+
+
 def tool_result_text(result: dict[str, Any]) -> str:
     """What the model reads of one tool result (bounded); images are named, not sent."""
     if "error" in result:
@@ -67,7 +81,7 @@ def tool_result_text(result: dict[str, Any]) -> str:
     parts = [text_of(result)]
     data = data_of(result)
     if data:
-        parts.append(json.dumps(data, ensure_ascii=False, default=str)[:MAX_TOOL_RESULT_CHARS])
+        parts.append(data_lines(data)[:MAX_TOOL_RESULT_CHARS])
     if any(c.get("type") == "image" for c in result.get("content", [])):
         parts.append("[an image was produced; it is attached to the answer]")
     return clip("\n".join(p for p in parts if p), MAX_TOOL_RESULT_CHARS) or "(empty result)"

@@ -19,14 +19,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langgraph.config import get_stream_writer
+from langgraph.errors import GraphBubbleUp
 from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
 from meshward.bus import context, tracer
 from meshward.bus.tracing import current_trace_id
 from meshward.contracts import OUT_OF_SCOPE, ChatMessage, ChatRequest, ChatRole, RemoteError, RoutingDecision, subjects
 from meshward.telemetry import names
 from opentelemetry.trace import Status, StatusCode
 
-from . import deep
+from . import approvals, deep
 from .assess import assess
 from .credentials import for_screening, reveal
 from .planner import Plan, compose_answer, plan, resolve_arguments
@@ -36,7 +38,7 @@ from .state import AskState
 
 _tracer = tracer("meshward.supervisor")
 
-AGENTS = ("security", "intent", "assess", "tools", "answer", "retrieve", "reason", "validate", "output_check", "refuse", "error")
+AGENTS = ("security", "intent", "assess", "tools", "approval", "answer", "retrieve", "reason", "validate", "output_check", "refuse", "error")
 FINISH = "finish"
 MAX_CONTEXT_TURN_CHARS = 2_000
 LOW_CONFIDENCE_NOTE = "\n\n(Low confidence: this answer could not be fully checked against the tool results and context; {reasons}.)"
@@ -57,9 +59,10 @@ class DeepConfig:
     context_turns: int = 5
     similar_k: int = 3
     similar_min_similarity: float = 0.6
+    approval_timeout_s: float = 300.0  # an approval not given in time counts as denied
 
 # Failures of these codes are the user's input, answered as such, not system errors.
-USER_ERROR_CODES = {"bad_request", "too_large", "refused", "not_found"}
+USER_ERROR_CODES = {"bad_request", "too_large", "refused", "not_found", approvals.NEEDS_APPROVAL}
 
 REFUSALS = {
     "security": "I can't help with that: the request was blocked by the security policy ({category}).",
@@ -82,6 +85,8 @@ def _rule(state: AskState) -> tuple[str, str]:
         return FINISH, f"{state['status']}: done"
     if state.get("error"):
         return "error", f"failure: {state['error']}"
+    if state.get("pending_approval"):
+        return "approval", f"{state['pending_approval']['tool']} needs a human's approval"
     security = state.get("security")
     if security is None:
         return "security", "input not checked yet"
@@ -138,6 +143,8 @@ class GraphBuilder:
             with _tracer.start_as_current_span(names.node_span(name), attributes={"langgraph.node": name}) as span:
                 try:
                     update = await fn(state)
+                except GraphBubbleUp:
+                    raise  # interrupt(): the run pauses here, nothing failed
                 except RemoteError as e:
                     span.set_status(Status(StatusCode.ERROR, e.error.message))
                     update = {"error": f"{name}: {e.error.message}", "error_code": str(e.error.code)}
@@ -219,7 +226,10 @@ class GraphBuilder:
         try:
             return (await self.ports.call_tool(call.name, arguments)).model_dump(mode="json")
         except RemoteError as e:
-            return {"name": call.name, "error": e.error.model_dump(mode="json")}
+            failed = {"name": call.name, "error": e.error.model_dump(mode="json")}
+            if str(e.error.code) == approvals.NEEDS_APPROVAL:
+                failed["arguments"] = call.arguments  # secret placeholders, not their values: shown to the approver
+            return failed
 
     async def tools(self, state: AskState) -> dict[str, Any]:
         p = Plan.from_dict(state["plan"])
@@ -237,8 +247,52 @@ class GraphBuilder:
         ordered = [by_call.get(i, {"name": c.name, "error": {"code": "internal", "message": "skipped: an earlier step failed"}}) for i, c in enumerate(p.calls)]
         system_failures = [r for r in ordered if "error" in r and r["error"]["code"] not in USER_ERROR_CODES]
         update: dict[str, Any] = {"tool_results": ordered, "tools_used": [*state.get("tools_used", []), *(c.name for c in p.calls if index[id(c)] in by_call)]}
+        waiting = next((i for i, r in enumerate(ordered) if approvals.needs_approval(r)), None)
+        if waiting is not None:
+            r = ordered[waiting]
+            update["pending_approval"] = approvals.pending(r["name"], r["arguments"], r["error"]["message"], self.deep.approval_timeout_s, origin="tools", index=waiting)
         if system_failures:
             update["error"] = f"tools: {system_failures[0]['error']['message']}"
+        return update
+
+    async def approval(self, state: AskState) -> dict[str, Any]:
+        """Pause for a human (interrupt), then run the call through the tools service's approved path or record
+        the refusal; either way the decision goes to the audit log. Only the resume value decides: the HTTP layer
+        sends it with the caller's identity, and no text of the question or the model can."""
+        p = state["pending_approval"]
+        d = approvals.decide(p, interrupt(approvals.payload(p)))
+        await self.ports.publish(
+            subjects.EVENT_APPROVAL, approvals.audit_event(p, d, state.get("thread_id"), state.get("request_id"), current_trace_id())
+        )
+        if d["decision"] == "approved":
+            try:
+                arguments = reveal(p["arguments"])
+            except KeyError as e:
+                result = {"name": p["tool"], "error": {"code": "refused", "message": f"not run: {e.args[0]} is no longer held (this replica restarted or the approval came too late); ask again"}}
+            else:
+                try:
+                    result = (await self.ports.call_approved_tool(p["tool"], arguments, p["approval_id"], d["actor"])).model_dump(mode="json")
+                except RemoteError as e:
+                    result = {"name": p["tool"], "error": e.error.model_dump(mode="json")}
+        else:
+            result = approvals.refusal(p, d)
+        update: dict[str, Any] = {
+            "pending_approval": None,
+            "tools_used": [*state.get("tools_used", []), *([p["tool"]] if d["decision"] == "approved" else [])],
+            "decisions": self._decision(state, "approval", d["decision"].upper(), f"{p['tool']}: {d['actor']}{': ' + d['reason'] if d.get('reason') else ''}"[:500]),
+        }
+        if p.get("origin") == "reason":
+            message, withheld = await self._tool_message(result, p.get("tool_call_id"), state.get("thread_id"))
+            update.update(
+                transcript=[*state.get("transcript", []), message.model_dump(mode="json")],
+                tool_results=[*(state.get("tool_results") or []), result],
+                withheld=[*state.get("withheld", []), *([withheld] if withheld else [])],
+                evidence=[*state.get("evidence", []), *([] if withheld else [message.content])],
+            )
+        else:
+            results = list(state.get("tool_results") or [])
+            results[p["index"]] = result
+            update["tool_results"] = results
         return update
 
     async def answer(self, state: AskState) -> dict[str, Any]:
@@ -310,19 +364,33 @@ class GraphBuilder:
         update["decisions"] = self._decision(state, "retrieve", "CONTEXT", "; ".join([summary, *notes])[:500])
         return update
 
-    async def _run_tool_calls(self, calls, allowed: set[str], thread_id: str | None) -> tuple[list[ChatMessage], list[dict[str, Any]], list[str]]:
-        """Run the model's tool calls (in parallel, through the tools service) and check each result."""
+    async def _tool_message(self, result: dict[str, Any], call_id: str | None, thread_id: str | None) -> tuple[ChatMessage, str | None]:
+        """A tool result as the model reads it: checked by security first (untrusted text)."""
+        name = result["name"]
+        shown, withheld = await self._checked(deep.tool_result_text(result), f"tool:{name}", thread_id)
+        return ChatMessage(role=ChatRole.TOOL, content=shown, tool_call_id=call_id, name=name), withheld
 
-        async def one(call) -> tuple[ChatMessage, dict[str, Any] | None, str | None]:
+    async def _run_tool_calls(self, calls, allowed: set[str], thread_id: str | None) -> tuple[list[ChatMessage], list[dict[str, Any]], list[str], dict[str, Any] | None]:
+        """Run the model's tool calls (in parallel, through the tools service) and check each result.
+        A call that needs a human's approval gets no message yet: it is returned as the pending approval."""
+
+        async def one(call) -> tuple[ChatMessage | None, dict[str, Any] | None, str | None]:
             if call.name not in allowed:
                 text = f"error: there is no tool named {call.name!r} here; available: {', '.join(sorted(allowed)) or 'none'}"
                 return ChatMessage(role=ChatRole.TOOL, content=text, tool_call_id=call.id, name=call.name[:128]), None, None
             result = await self._call(_Call(call.name, call.arguments), {})
-            shown, withheld = await self._checked(deep.tool_result_text(result), f"tool:{call.name}", thread_id)
-            return ChatMessage(role=ChatRole.TOOL, content=shown, tool_call_id=call.id, name=call.name), result, withheld
+            if approvals.needs_approval(result):
+                return None, result, None
+            message, withheld = await self._tool_message(result, call.id, thread_id)
+            return message, result, withheld
 
         done = await asyncio.gather(*(one(c) for c in calls))
-        return [m for m, _, _ in done], [r for _, r, _ in done if r is not None], [w for _, _, w in done if w]
+        waiting = next(((c, r) for c, (m, r, _) in zip(calls, done, strict=True) if m is None), None)
+        pending = None
+        if waiting is not None:
+            call, r = waiting
+            pending = approvals.pending(r["name"], r["arguments"], r["error"]["message"], self.deep.approval_timeout_s, origin="reason", tool_call_id=call.id)
+        return [m for m, _, _ in done if m is not None], [r for m, r, _ in done if r is not None and m is not None], [w for _, _, w in done if w], pending
 
     async def reason(self, state: AskState) -> dict[str, Any]:
         """The LLM over NATS with the in-scope intent's tools; a bounded number of tool rounds."""
@@ -346,6 +414,7 @@ class GraphBuilder:
         notes: list[str] = []
         started = time.monotonic()
         rounds, tools_off = 0, False
+        pending = None
         while True:
             offer = specs if not tools_off and rounds < self.deep.max_tool_rounds else []  # the last round must answer
             request = ChatRequest(messages=deep.fit(transcript), tools=offer, max_tokens=self.deep.max_tokens, temperature=self.deep.temperature)
@@ -370,14 +439,17 @@ class GraphBuilder:
                 break
             rounds += 1
             transcript.append(response.message)
-            messages, ran, held = await self._run_tool_calls(calls, allowed, state.get("thread_id"))
+            messages, ran, held, pending = await self._run_tool_calls(calls, allowed, state.get("thread_id"))
             transcript += messages
             evidence += [m.content for m in messages if not m.content.startswith("[withheld")]
             results += ran
             withheld += held
             tools_used += [r["name"] for r in ran]
+            if pending is not None:
+                break  # a human decides on that call; the model goes on from this transcript afterwards
         return {
-            "draft": response.message.content,
+            "draft": None if pending else response.message.content,
+            "pending_approval": pending,
             "finish_reason": response.finish_reason,
             "transcript": [m.model_dump(mode="json") for m in transcript],
             "validation": None,

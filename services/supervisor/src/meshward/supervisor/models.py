@@ -51,8 +51,22 @@ class TokenUsage(BaseModel):
     completion_tokens: int = 0
 
 
+class ApprovalRequest(BaseModel):
+    approval_id: str
+    tool: str
+    arguments: dict = Field(description="as the tool would get them; a secret given with the question shows as a placeholder")
+    reason: str = Field(description="why the tools service's policy asks a human")
+    expires_at: str = Field(description="ISO-8601; undecided by then counts as denied")
+
+
+class ApprovalDecision(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    approved: StrictBool
+    reason: str | None = Field(default=None, max_length=1_000)
+
+
 class AskResponse(BaseModel):
-    status: Literal["answered", "refused", "error"]
+    status: Literal["answered", "refused", "error", "awaiting_approval"]
     answer: str
     refusal_reason: Literal["security", "out_of_scope"] | None = None
     threat_category: ThreatCategory | None = None
@@ -72,6 +86,7 @@ class AskResponse(BaseModel):
     confidence: float | None = Field(default=None, description="validate's confidence in a deep-tier answer")
     usage: TokenUsage = Field(default_factory=TokenUsage, description="LLM tokens spent on this answer (every draft)")
     withheld: list[str] = Field(default_factory=list, description="sources (tool:<name>, document:<name>) whose content security withheld")
+    approval: ApprovalRequest | None = Field(default=None, description="with status awaiting_approval: the tool call waiting for a human")
 
 
 class ErrorBody(BaseModel):

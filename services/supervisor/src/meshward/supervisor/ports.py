@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from meshward.bus import Bus
 from meshward.contracts import (
+    ApprovedToolCallRequest,
     ChatChunk,
     ChatRequest,
     ChatResponse,
@@ -53,6 +54,7 @@ class AgentPorts(Protocol):
     async def classify_intent(self, text: str, has_attachments: bool) -> IntentResult: ...
     async def list_tools(self) -> ToolCatalog: ...
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult: ...
+    async def call_approved_tool(self, name: str, arguments: dict[str, Any], approval_id: str, actor: str) -> ToolResult: ...
     async def check_output(self, answer: str, question: str) -> OutputVerdict: ...
     async def thread_context(self, thread_id: str) -> ContextReply: ...
     async def search_memory(self, query: str, k: int) -> SearchReply: ...
@@ -81,6 +83,10 @@ class NatsPorts:
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         return await self.bus.request(subjects.TOOLS_CALL, ToolCallRequest(name=name, arguments=arguments), ToolResult)
+
+    async def call_approved_tool(self, name: str, arguments: dict[str, Any], approval_id: str, actor: str) -> ToolResult:
+        request = ApprovedToolCallRequest(name=name, arguments=arguments, approval_id=approval_id, actor=actor)
+        return await self.bus.request(subjects.TOOLS_CALL_APPROVED, request, ToolResult)
 
     async def check_output(self, answer: str, question: str) -> OutputVerdict:
         return await self.bus.request(subjects.SECURITY_CHECK_OUTPUT, OutputCheckRequest(answer=answer, question=question), OutputVerdict)

@@ -35,6 +35,7 @@ class SupervisorSettings(BaseSettings):
     context_turns: int = Field(default=5, ge=0, le=50, description="recent user turns sent to security with each question")
     similar_k: int = Field(default=3, ge=0, le=20)
     similar_min_similarity: float = Field(default=0.6, ge=-1.0, le=1.0)
+    approval_timeout_s: float = Field(default=300.0, gt=0, le=7 * 86_400, description="a tool call's approval not given in time counts as denied")
 
     @field_validator("checkpoint_url")
     @classmethod

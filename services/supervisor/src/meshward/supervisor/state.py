@@ -49,6 +49,8 @@ class AskState(TypedDict, total=False):
     tools_used: list[str]
     decisions: list[dict[str, str]]
     # kept across runs of a thread
+    pending_approval: dict[str, Any] | None  # a tool call waiting for a human (approvals.pending)
+
     history: list[dict[str, str]]
 
 
@@ -94,6 +96,7 @@ def fresh_run(
         refusal_reason=None,
         threat_category=None,
         error=None,
+        pending_approval=None,
         next=None,
         route=[],
         steps=[],

@@ -18,14 +18,13 @@ Security model (see `command_policy` for the allowlist and deny list):
 Human approval (how a command that is *not* allowlisted can run):
 
 * The `cli_execute` tool never runs a command the policy does not allow. With ``approval_mode="ask"`` a
-  command that is neither allowlisted nor denied fails with ``refused: needs human approval: ...``; with
-  ``approval_mode="deny"`` (the default) it is simply refused.
+  command that is neither allowlisted nor denied fails with code ``needs_approval`` ("needs human approval:
+  ..."); with ``approval_mode="deny"`` (the default) it is simply refused.
 * There is deliberately **no** ``approved`` argument and no second tool: the model must not be able to
-  approve itself. Instead the supervisor calls `check_command(command)` *before* dispatching the tool call;
-  on ``Decision.action == "needs_approval"`` it pauses the graph and asks a human, showing
-  ``Decision.argv``. After a human approves, the supervisor (trusted code, not the model) calls
-  ``await run_approved(decision.argv, settings)``, which re-checks the deny list and runs the argument
-  vector in the same sandbox. `run_approved` is not a registered tool.
+  approve itself. The supervisor pauses the run on ``needs_approval`` and asks a human; once one approves,
+  the supervisor (trusted code, not the model) sends the same call on ``meshward.v1.tools.call_approved``
+  (a subject only the supervisor may publish to), which runs `run_approved`: the deny list is checked again
+  and the argument vector runs in the same sandbox.
 """
 from __future__ import annotations
 
@@ -262,7 +261,7 @@ def result_content(result: ExecResult, cap: int, **extra) -> list[Content]:
 
 def _refusal(decision: Decision) -> ToolError:
     if decision.action == "needs_approval":
-        return ToolError(ErrorCode.REFUSED, f"needs human approval: {decision.reason}")
+        return ToolError(ErrorCode.NEEDS_APPROVAL, f"needs human approval: {decision.reason}")
     if decision.code == ErrorCode.REFUSED:
         return ToolError(ErrorCode.REFUSED, f"refused: {decision.reason}")
     return ToolError(decision.code, decision.reason)
@@ -311,7 +310,8 @@ async def run_approved(
     if decision.action == "refuse":
         raise _refusal(decision)
     result = await _execute(decision.path or _resolve_or_fail(policy, argv[0]), argv, settings)
-    return result_content(result, settings.max_output_bytes, approved=decision.action == "needs_approval")
+    # No "approved" marker in the result: the model reads it, and the audit log (memory) records approvals.
+    return result_content(result, settings.max_output_bytes)
 
 
 def _resolve_or_fail(policy: CommandPolicy, program: str) -> str:
@@ -441,6 +441,13 @@ def cli_tools(settings: CliSettings | None = None, *, policy: CommandPolicy | No
         result = await runs.run(argv, lambda: _execute(path, argv, settings))
         return result_content(result, settings.max_output_bytes)
 
+    async def cli_execute_approved(args: CliExecuteArgs) -> list[Content]:
+        try:
+            argv = parse_command(args.command)
+        except CommandRejected as e:
+            raise ToolError(e.code, e.reason) from None
+        return await run_approved(argv, settings, policy=policy)
+
     async def discover_cli_tools(args: DiscoverArgs) -> list[Content]:
         found = await discover(policy, settings)
         lines = [f"approval mode: {policy.approval_mode}; commands run without a shell, one per call."]
@@ -466,6 +473,7 @@ def cli_tools(settings: CliSettings | None = None, *, policy: CommandPolicy | No
             ),
             args_model=CliExecuteArgs,
             fn=cli_execute,
+            approved_fn=cli_execute_approved,
             requires_approval=False,
             timeout_s=settings.timeout_s + 5.0,
         ),

@@ -3,12 +3,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
 from meshward.bus import Service, ServiceError
 from meshward.bus.context import current_request_id
-from meshward.contracts import Event, ToolCalled, ToolCallRequest, ToolCatalog, ToolListRequest, ToolResult, subjects
+from meshward.contracts import (
+    ApprovedToolCallRequest,
+    Event,
+    ToolCalled,
+    ToolCallRequest,
+    ToolCatalog,
+    ToolListRequest,
+    ToolResult,
+    subjects,
+)
 
 from .builtin import build_registry
 from .cluster.tools import ClusterDomain
@@ -16,6 +26,8 @@ from .mcp_mount import McpMount
 from .mcp_server import McpHttpServer
 from .registry import ToolError, ToolRegistry
 from .settings import ToolsSettings
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -77,6 +89,21 @@ def create_service(settings: ToolsSettings | None = None, registry: ToolRegistry
         ok, code, duration = True, None, 0.0
         try:
             result = await registry.call(req.name, req.arguments)
+            duration = result.duration_ms
+            return result
+        except ToolError as e:
+            ok, code = False, str(e.code)
+            raise ServiceError(e.code, e.message) from None
+        finally:
+            tool_called(req.name, ok, duration, code)
+
+    @service.handler(subjects.TOOLS_CALL_APPROVED, ApprovedToolCallRequest)
+    async def call_approved(req: ApprovedToolCallRequest) -> ToolResult:
+        # Only the supervisor may publish here (the bus permissions); it sends a call after a human approved it.
+        log.info("running %s approved by %s (approval %s)", req.name, req.actor, req.approval_id)
+        ok, code, duration = True, None, 0.0
+        try:
+            result = await registry.call(req.name, req.arguments, approved=True)
             duration = result.duration_ms
             return result
         except ToolError as e:

@@ -142,7 +142,7 @@ def build_mcp_server(
                 raise ToolError(ErrorCode.BAD_REQUEST, f"tool name longer than {MAX_ID_CHARS} characters")
             if not allow_approval_required and registry.get(tool_name).requires_approval:
                 raise ToolError(ErrorCode.REFUSED, f"{tool_name} requires approval; it cannot be called over MCP")
-            result = await registry.call(tool_name, arguments)
+            result = await registry.call(tool_name, arguments, approved=allow_approval_required and registry.get(tool_name).requires_approval)
             ok = True
             return to_mcp_result(result)
         except ToolError as e:

@@ -35,6 +35,12 @@ class Tool:
     fn: ToolFn
     requires_approval: bool = False
     timeout_s: float = 10.0
+    # What runs once a human approved a call this tool refused with needs_approval (cli_execute's
+    # run_approved); None: the tool's own function (a requires_approval tool).
+    approved_fn: ToolFn | None = None
+    # An operator's standing approval (e.g. MESHWARD_CLUSTER_WRITE=allow): requires_approval is then not asked
+    # per call on the bus. The MCP door still refuses requires_approval tools unless told otherwise.
+    preapproved: bool = False
 
     def spec(self) -> ToolSpec:
         schema = self.args_model.model_json_schema()
@@ -64,8 +70,12 @@ class ToolRegistry:
             raise ToolError(ErrorCode.NOT_FOUND, f"unknown tool {name!r}; available: {', '.join(self.names())}")
         return tool
 
-    async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+    async def call(self, name: str, arguments: dict[str, Any], *, approved: bool = False) -> ToolResult:
+        """Run a tool. `approved`: a human approved this very call (the supervisor's approval path, or an
+        operator's MCP setting); without it a requires_approval tool answers needs_approval."""
         tool = self.get(name)
+        if tool.requires_approval and not (approved or tool.preapproved):
+            raise ToolError(ErrorCode.NEEDS_APPROVAL, f"{name} changes state and needs a human's approval")
         try:
             args = tool.args_model.model_validate(arguments)
         except ValidationError as e:
@@ -75,7 +85,7 @@ class ToolRegistry:
         start = time.perf_counter()
         try:
             async with asyncio.timeout(tool.timeout_s):
-                out = tool.fn(args)
+                out = (tool.approved_fn or tool.fn)(args) if approved else tool.fn(args)
                 if inspect.isawaitable(out):
                     out = await out
         except TimeoutError:

@@ -267,7 +267,7 @@ def _retrieve(fut: asyncio.Future) -> None:
 
 def _refusal(decision: Decision) -> ToolError:
     if decision.action == "needs_approval":
-        return ToolError(ErrorCode.REFUSED, f"needs human approval: {decision.reason}")
+        return ToolError(ErrorCode.NEEDS_APPROVAL, f"needs human approval: {decision.reason}")
     return ToolError(decision.code, f"refused: {decision.reason}" if decision.code == ErrorCode.REFUSED else decision.reason)
 
 
@@ -330,6 +330,13 @@ def remote_tools(settings: RemoteSettings | None = None, *, policy: CommandPolic
             raise _refusal(decision)
         return await _run_remote(args.host, argv, settings)
 
+    async def remote_cli_approved(args: RemoteCliArgs) -> list[Content]:
+        try:
+            argv = parse_command(args.command)
+        except CommandRejected as e:
+            raise ToolError(e.code, e.reason) from None
+        return await run_remote_approved(args.host, argv, settings, policy=policy)
+
     hosts = ", ".join(sorted(settings.hosts)) or "none configured"
     return [
         Tool(
@@ -341,6 +348,7 @@ def remote_tools(settings: RemoteSettings | None = None, *, policy: CommandPolic
             ),
             args_model=RemoteCliArgs,
             fn=remote_cli,
+            approved_fn=remote_cli_approved,
             requires_approval=False,
             timeout_s=settings.connect_timeout_s + settings.timeout_s + 5.0,
         )

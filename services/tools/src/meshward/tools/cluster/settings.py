@@ -17,7 +17,7 @@ class ClusterSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="MESHWARD_CLUSTER_", extra="ignore", populate_by_name=True)
 
     secret_key: SecretStr | None = Field(default=None, validation_alias=AliasChoices("MESHWARD_SECRET_KEY"))
-    # Until the approval API exists, registration and removal run only when an operator allows them.
+    # "allow": a standing approval of registration and removal; "deny" (default): each needs a human's approval.
     write: Literal["deny", "allow"] = "deny"
     database_url: str = "sqlite+aiosqlite:///var/tools.db"
     health_interval_s: float | None = Field(default=None, gt=0)

@@ -3,7 +3,8 @@ optional periodic health check. Transport-free: events go out through the `emit`
 
 Credentials are sealed before they reach the store, opened only to build a `kube.Target`, and appear in no
 reply, log line, span or event. Registration and removal are marked `requires_approval` (so the MCP door
-refuses them) and, until the approval API exists, run only with MESHWARD_CLUSTER_WRITE=allow.
+refuses them): on the bus they answer needs_approval until a human approves the call through the supervisor,
+unless an operator gave a standing approval with MESHWARD_CLUSTER_WRITE=allow.
 """
 from __future__ import annotations
 
@@ -184,8 +185,8 @@ class ClusterDomain:
 
     # -- helpers -------------------------------------------------------------
     def _writable(self, tool: str) -> Sealer:
-        if self.settings.write != "allow":
-            raise ToolError(ErrorCode.REFUSED, f"{tool} needs human approval; until the approval API exists an operator must set MESHWARD_CLUSTER_WRITE=allow")
+        # Reached only through the registry's approval gate: a human approved this call, or an operator set
+        # MESHWARD_CLUSTER_WRITE=allow (a standing approval).
         if self._sealer is None:
             raise ToolError(ErrorCode.REFUSED, "MESHWARD_SECRET_KEY is not set: cluster credentials cannot be stored encrypted, so none are stored")
         return self._sealer
@@ -325,9 +326,9 @@ class ClusterDomain:
 
     def tools(self) -> list[Tool]:
         return [
-            Tool("cluster_register", "Register a Kubernetes cluster (name, API URL and a read-only bearer token, or a kubeconfig); credentials are stored encrypted. Needs approval.", RegisterArgs, self.register, requires_approval=True, timeout_s=TOOL_TIMEOUT_S),
+            Tool("cluster_register", "Register a Kubernetes cluster (name, API URL and a read-only bearer token, or a kubeconfig); credentials are stored encrypted. Needs approval.", RegisterArgs, self.register, requires_approval=True, preapproved=self.settings.write == "allow", timeout_s=TOOL_TIMEOUT_S),
             Tool("cluster_list", "List the registered Kubernetes clusters (names, API URLs, labels).", ListArgs, self.list, timeout_s=5.0),
             Tool("cluster_info", "A registered cluster's Kubernetes version, nodes and roles, namespaces and capacity.", ClusterName, self.info, timeout_s=TOOL_TIMEOUT_S),
             Tool("cluster_health", "A registered cluster's health: API reachability and latency, node conditions, pods not running or restarting, unhealthy components; verdict healthy / degraded / unreachable with reasons.", ClusterName, self.health, timeout_s=TOOL_TIMEOUT_S),
-            Tool("cluster_remove", "Remove a registered cluster and its stored credentials. Needs approval.", ClusterName, self.remove, requires_approval=True, timeout_s=5.0),
+            Tool("cluster_remove", "Remove a registered cluster and its stored credentials. Needs approval.", ClusterName, self.remove, requires_approval=True, preapproved=self.settings.write == "allow", timeout_s=5.0),
         ]
