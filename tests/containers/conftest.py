@@ -19,6 +19,8 @@ import httpx
 import pytest
 
 TAG = os.environ.get("MESHWARD_IMAGE_TAG", "local")
+API_KEY = "suite-" + os.urandom(24).hex()
+AUTH = {"X-Api-Key": API_KEY}
 SERVICES = ("security", "intent", "tools", "memory")
 
 
@@ -130,7 +132,8 @@ def stack():
         for service in SERVICES:
             s.run(service)
         s.extra_tools = s.run("tools", alias="tools")  # a second replica in the same queue group
-        sup = s.run("supervisor", ports={"8080/tcp": ("127.0.0.1", None)})
+        # it listens on 0.0.0.0 in its container: it needs keys (the suite's one is sent by every request below)
+        sup = s.run("supervisor", ports={"8080/tcp": ("127.0.0.1", None)}, environment={"MESHWARD_API_KEYS": f"suite={API_KEY}"})
         sup.reload()
         port = sup.attrs["NetworkSettings"]["Ports"]["8080/tcp"][0]["HostPort"]
         s.url = f"http://127.0.0.1:{port}"

@@ -7,7 +7,7 @@ import uuid
 import httpx
 import pytest
 
-from .conftest import wait_until
+from .conftest import AUTH, wait_until
 
 pytestmark = pytest.mark.containers
 
@@ -16,7 +16,7 @@ SCRAPE = "import urllib.request as u; print(u.urlopen('http://127.0.0.1:9464/met
 
 def ask(url: str, question: str, thread_id: str | None = None, timeout: float = 30) -> dict:
     body = {"question": question} | ({"thread_id": thread_id} if thread_id else {})
-    reply = httpx.post(f"{url}/v1/ask", json=body, timeout=timeout)
+    reply = httpx.post(f"{url}/v1/ask", json=body, timeout=timeout, headers=AUTH)
     assert reply.status_code == 200, reply.text
     return reply.json()
 
@@ -59,7 +59,7 @@ def test_services_reconnect_after_a_nats_restart_and_no_event_is_lost(stack):
     assert "6" in second["answer"]
 
     def history():
-        reply = httpx.get(f"{stack.url}/v1/threads/{thread}/history", timeout=10)
+        reply = httpx.get(f"{stack.url}/v1/threads/{thread}/history", timeout=10, headers=AUTH)
         turns = reply.json().get("turns", reply.json()) if reply.status_code == 200 else []
         text = str(turns)
         return "2 + 2" in text and "3 + 3" in text
@@ -67,7 +67,7 @@ def test_services_reconnect_after_a_nats_restart_and_no_event_is_lost(stack):
     try:
         wait_until(history, 120, "both turns persisted by memory from the event stream")
     except AssertionError:
-        print(httpx.get(f"{stack.url}/v1/threads/{thread}/history", timeout=10).text)
+        print(httpx.get(f"{stack.url}/v1/threads/{thread}/history", timeout=10, headers=AUTH).text)
         print(stack.logs())
         raise
 

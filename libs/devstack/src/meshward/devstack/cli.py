@@ -3,6 +3,7 @@
     meshward up                      start everything locally (embedded NATS unless MESHWARD_NATS_URL is set)
     meshward ask "question" [--thread ID] [--json]
     meshward train security|intent|all [--force] [--check] ...   build the fine-tuned classifiers (cached)
+    meshward keys create NAME | list | revoke NAME   API keys of the HTTP ingress
     meshward credentials DIR         the closed bus for another deployment: a password file per service and nats-auth.conf
 """
 from __future__ import annotations
@@ -33,7 +34,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if args.thread:
         body["thread_id"] = args.thread
     try:
-        r = httpx.post(f"{args.url}/v1/ask", json=body, timeout=args.timeout)
+        key = os.environ.get("MESHWARD_API_KEY")
+        r = httpx.post(f"{args.url}/v1/ask", json=body, timeout=args.timeout, headers={"X-Api-Key": key} if key else None)
     except httpx.HTTPError as e:
         print(f"meshward is not reachable at {args.url} ({e}); start it with `make up`", file=sys.stderr)
         return 2
@@ -83,6 +85,44 @@ def cmd_credentials(args: argparse.Namespace) -> int:
     return 0
 
 
+def _key_file(args: argparse.Namespace) -> Path:
+    return Path(args.file or os.environ.get("MESHWARD_API_KEYS_FILE") or Path(os.environ.get("MESHWARD_DATA_DIR", "var")) / "api-keys.json")
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    """API keys of the ingress: stored as SHA-256 digests; a new key is printed once."""
+    import re
+
+    from meshward.supervisor.auth import NAME_PATTERN, KeyFile
+
+    store = KeyFile(_key_file(args).resolve())
+    if args.action == "list":
+        entries = store.list()
+        for e in entries:
+            print(f"{e['name']}\tcreated {e['created_at']}\t{'revoked ' + e['revoked_at'] if e.get('revoked_at') else 'active'}")
+        if not entries:
+            print(f"no keys in {store.path}")
+        return 0
+    if not args.name or not re.match(NAME_PATTERN, args.name):
+        print("a key needs a NAME: letters, digits, '.', '_' or '-', at most 64 characters", file=sys.stderr)
+        return 2
+    if args.action == "create":
+        try:
+            key = store.create(args.name)
+        except ValueError as e:
+            print(str(e), file=sys.stderr)
+            return 1
+        print(key)
+        print(f"key {args.name!r} stored as a digest in {store.path}; this is the only time it is shown. "
+              "Send it as X-Api-Key or Authorization: Bearer.", file=sys.stderr)
+        return 0
+    if not store.revoke(args.name):
+        print(f"no active key named {args.name!r} in {store.path}", file=sys.stderr)
+        return 1
+    print(f"revoked {args.name!r}: refused from the next request on", file=sys.stderr)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="meshward", description="meshward: a secure, scoped multi-agent assistant over NATS")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -94,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     ask.add_argument("--thread", help="continue this thread id")
     ask.add_argument("--url", default=_default_url())
     ask.add_argument("--timeout", type=float, default=150.0)  # a deep-tier answer on CPU takes a while
-    ask.add_argument("--json", action="store_true", help="print the whole response")
+    ask.add_argument("--json", action="store_true", help="print the whole response (MESHWARD_API_KEY: the key sent, if any)")
     ask.set_defaults(fn=cmd_ask)
     train = sub.add_parser("train", help="build a fine-tuned classifier (security, intent or all); cached by a hash "
                                          "of its data and code", add_help=False)
@@ -104,6 +144,11 @@ def main(argv: list[str] | None = None) -> int:
     creds = sub.add_parser("credentials", help="write per-service NATS passwords and the server's authorization block")
     creds.add_argument("dir", help="folder for <service>.password files (0600) and nats-auth.conf")
     creds.set_defaults(fn=cmd_credentials)
+    keys = sub.add_parser("keys", help="API keys of the HTTP ingress: create NAME (printed once), list, revoke NAME")
+    keys.add_argument("action", choices=["create", "list", "revoke"])
+    keys.add_argument("name", nargs="?")
+    keys.add_argument("--file", help="the key file (default: $MESHWARD_API_KEYS_FILE or <data dir>/api-keys.json)")
+    keys.set_defaults(fn=cmd_keys)
     args = parser.parse_args(argv)
     return args.fn(args)
 

@@ -107,6 +107,7 @@ class Stack:
         env.setdefault("MESHWARD_DATABASE_URL", f"sqlite+aiosqlite:///{self.data_dir / 'memory.db'}")
         env.setdefault("MESHWARD_CLUSTER_DATABASE_URL", f"sqlite+aiosqlite:///{self.data_dir / 'tools.db'}")
         env.setdefault("MESHWARD_CHECKPOINT_DB", str(self.data_dir / "checkpoints.db"))
+        env.setdefault("MESHWARD_API_KEYS_FILE", str(self.data_dir / "api-keys.json"))
         env.setdefault("MESHWARD_CHROMA_PATH", str(self.data_dir / "chroma"))
         # Five processes share the cores: a BLAS or ONNX thread pool per process would
         # oversubscribe them (measured: a MiniLM encode at 35 ms with one thread, 1.5 s with two under load).

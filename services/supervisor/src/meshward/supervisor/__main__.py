@@ -7,6 +7,7 @@ from meshward.bus.tracing import setup_tracing
 from meshward.telemetry import start_from_env
 
 from .api import create_app
+from .auth import ExposureError
 from .settings import SupervisorSettings
 
 
@@ -14,7 +15,10 @@ def main() -> None:
     settings = SupervisorSettings()
     setup_logging("supervisor")
     setup_tracing("meshward-supervisor")
-    app = create_app(settings)
+    try:
+        app = create_app(settings)
+    except ExposureError as e:
+        raise SystemExit(f"supervisor: {e}") from None
     telemetry = start_from_env("supervisor")
     if telemetry is not None:
         telemetry.readiness(lambda: getattr(app.state, "asker", None) is not None)

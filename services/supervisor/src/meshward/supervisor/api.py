@@ -9,6 +9,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 
 from fastapi import FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from meshward.bus import Service
 from meshward.contracts import (
@@ -35,6 +36,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from .agent_protocol.routes import router as agent_protocol_router
 from .agent_protocol.service import open_agent_protocol
 from .asker import Asker, NoPendingApproval
+from .auth import AuthMiddleware, RateLimiter, configure
 from .checkpoints import open_checkpointer
 from .console import router as console_router
 from .graph import DeepConfig, GraphBuilder
@@ -131,8 +133,15 @@ def create_app(settings: SupervisorSettings | None = None, local_ports: AgentPor
             app.state.agent_protocol = await open_agent_protocol(stack, app.state.service, graph, app.state.asker, settings) if app.state.service else None
             yield
 
+    keys, required = configure(settings.http_host, settings.auth, settings.api_keys.get_secret_value() if settings.api_keys else None, settings.api_keys_file)
     app = FastAPI(title="meshward", version="0.1.0", lifespan=lifespan)
     app.add_middleware(HttpServerMiddleware, max_body_bytes=settings.max_body_bytes)
+    # outside tracing: a refused caller costs no span, and an untrusted traceparent is gone before tracing reads it
+    app.add_middleware(AuthMiddleware, keys=keys, required=required,
+                       limiter=RateLimiter(settings.rate_limit_per_minute) if settings.rate_limit_per_minute else None)
+    if settings.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST", "DELETE", "OPTIONS"],
+                           allow_headers=["content-type", "x-api-key", "authorization", "traceparent"], max_age=600)
     app.include_router(console_router)
     app.include_router(agent_protocol_router)
 
@@ -146,7 +155,9 @@ def create_app(settings: SupervisorSettings | None = None, local_ports: AgentPor
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException):
-        return _error(exc.status_code, "http_error", str(exc.detail))
+        response = _error(exc.status_code, "http_error", str(exc.detail))
+        response.headers.update(exc.headers or {})  # 405 keeps its Allow header
+        return response
 
     @app.exception_handler(Exception)
     async def _crash(request: Request, exc: Exception):
@@ -187,23 +198,26 @@ def create_app(settings: SupervisorSettings | None = None, local_ports: AgentPor
             status = {"not_found": 404, "bad_request": 422, "unavailable": 503, "deadline_exceeded": 504}.get(str(e.error.code), 502)
             return _error(status, str(e.error.code), e.error.message)
 
-    @app.get("/v1/threads/{thread_id}/history", response_model=HistoryReply)
+    # memory's answers through memory_request: not found, unavailable, past its deadline, or another failure of memory
+    memory_errors = {code: {"model": ErrorResponse} for code in (502, 503, 504)}
+
+    @app.get("/v1/threads/{thread_id}/history", response_model=HistoryReply, responses=memory_errors)
     async def thread_history(thread_id: str = Path(pattern=THREAD_ID_PATTERN), limit: int = Query(default=50, ge=1, le=500)):
         return await memory_request(subjects.MEMORY_HISTORY, HistoryRequest(thread_id=thread_id, limit=limit), HistoryReply)
 
-    @app.get("/v1/threads/{thread_id}/context", response_model=ContextReply)
+    @app.get("/v1/threads/{thread_id}/context", response_model=ContextReply, responses={404: {"model": ErrorResponse, "description": "no turns stored for the thread"}, **memory_errors})
     async def thread_context(thread_id: str = Path(pattern=THREAD_ID_PATTERN)):
         return await memory_request(subjects.MEMORY_CONTEXT, ContextRequest(thread_id=thread_id), ContextReply)
 
-    @app.get("/v1/insights", response_model=InsightsReply)
+    @app.get("/v1/insights", response_model=InsightsReply, responses=memory_errors)
     async def insights():
         return await memory_request(subjects.MEMORY_INSIGHTS, InsightsRequest(), InsightsReply)
 
-    @app.get("/v1/threats", response_model=SearchReply)
+    @app.get("/v1/threats", response_model=SearchReply, responses=memory_errors)
     async def find_threats(q: str = Query(min_length=1, max_length=4_000), k: int = Query(default=5, ge=1, le=50)):
         return await memory_request(subjects.MEMORY_SEARCH, SearchRequest(query=q, collection="security_threats", k=k), SearchReply)
 
-    @app.delete("/v1/threats/{threat_id}", response_model=RetractThreatReply)
+    @app.delete("/v1/threats/{threat_id}", response_model=RetractThreatReply, responses={404: {"model": ErrorResponse, "description": "no such learned threat"}, **memory_errors})
     async def retract_threat(threat_id: str = Path(pattern=r"^[A-Za-z0-9._:-]{1,128}$")):
         reply = await memory_request(subjects.MEMORY_RETRACT_THREAT, RetractThreatRequest(threat_id=threat_id), RetractThreatReply)
         if isinstance(reply, RetractThreatReply) and not reply.retracted:
@@ -226,7 +240,7 @@ def create_app(settings: SupervisorSettings | None = None, local_ports: AgentPor
                 return _error(404, "not_found", str(e))
             return _error(409, "no_pending_approval", f"{e}: it was decided already, expired, or never asked")
 
-    @app.get("/v1/audit/approvals", response_model=ApprovalsReply, responses={503: {"model": ErrorResponse}})
+    @app.get("/v1/audit/approvals", response_model=ApprovalsReply, responses=memory_errors)
     async def approval_log(thread_id: str | None = Query(default=None, pattern=THREAD_ID_PATTERN), limit: int = Query(default=50, ge=1, le=500)):
         """The approval audit log (newest first): every decision on a tool call that needed a human."""
         return await memory_request(subjects.MEMORY_APPROVALS, ApprovalsRequest(thread_id=thread_id, limit=limit), ApprovalsReply)
@@ -243,4 +257,33 @@ def create_app(settings: SupervisorSettings | None = None, local_ports: AgentPor
             return stream_answer(app.state.asker, body)
         return await app.state.asker.ask(body.question, body.thread_id, [a.model_dump() for a in body.attachments])
 
+    _declare_common_responses(app)
     return app
+
+
+# What any route can answer before its own code runs (the middleware and the request parsing); declared on every
+# operation so the document tells clients all of it.
+COMMON_RESPONSES = {
+    "400": "malformed JSON body",
+    "401": "an API key is required, or the one sent is unknown or revoked",
+    "413": "the body is over MESHWARD_MAX_BODY_BYTES",
+    "422": "the request did not validate",
+    "429": "over the rate limit (see Retry-After)",
+}
+
+
+def _declare_common_responses(app: FastAPI) -> None:
+    build = app.openapi
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            schema = build()
+            for path in schema.get("paths", {}).values():
+                for operation in path.values():
+                    responses = operation.setdefault("responses", {})
+                    for code, description in COMMON_RESPONSES.items():
+                        responses.setdefault(code, {"description": description})
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi

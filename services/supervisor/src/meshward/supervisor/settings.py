@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -35,6 +36,12 @@ class SupervisorSettings(BaseSettings):
     context_turns: int = Field(default=5, ge=0, le=50, description="recent user turns sent to security with each question")
     similar_k: int = Field(default=3, ge=0, le=20)
     similar_min_similarity: float = Field(default=0.6, ge=-1.0, le=1.0)
+    # the ingress's callers
+    auth: Literal["auto", "required", "off"] = Field(default="auto", description="auto: keys required when the ingress listens beyond loopback; off is refused there")
+    api_keys: SecretStr | None = Field(default=None, description="name=key or name=sha256:<hex>, comma-separated (a k8s Secret, compose env)")
+    api_keys_file: Path = Field(default=Path("var/api-keys.json"), description="keys made by `meshward keys create` (SHA-256 digests, 0600)")
+    rate_limit_per_minute: int = Field(default=600, ge=0, le=1_000_000, description="requests per minute per API key (per client address without one); 0: no limit")
+    cors_origins: list[str] = Field(default_factory=list, description="origins allowed to call the API from a browser (JSON list)")
     approval_timeout_s: float = Field(default=300.0, gt=0, le=7 * 86_400, description="a tool call's approval not given in time counts as denied")
 
     @field_validator("checkpoint_url")
