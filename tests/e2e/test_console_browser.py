@@ -209,7 +209,7 @@ async def test_the_api_key_is_kept_and_sent_as_x_api_key(console):
 
 # ------------------------------------------------------------------------ the deep tier and approvals
 # A second stack: its only model is a loopback OpenAI-compatible server (scripted per test) and its tools service
-# asks a human for commands off the allowlist. The approval tests are built against seams.md section 2
+# asks a human for commands off the allowlist. The approval tests follow the approval API (README: Approvals)
 # (POST /v1/threads/{thread_id}/approval, the `approval` SSE event, status "awaiting_approval"), which the
 # "approve" branch implements: until that route exists in the app they skip; after the merge they run as they are.
 

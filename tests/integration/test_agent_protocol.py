@@ -57,7 +57,7 @@ def approval_graph(checkpointer, gate: asyncio.Event | None = None, started: asy
 
 
 class Principal:
-    """What the keys middleware does (seams.md): names the caller on request.state."""
+    """What the keys middleware does : names the caller on request.state."""
 
     def __init__(self, app):
         self.app = app

@@ -1,4 +1,4 @@
-"""The console's approval card against the approval seam (seams.md section 2) in headless Chromium.
+"""The console's approval card against the approval API (README: Approvals) in headless Chromium.
 
 The server here is a stand-in that speaks only that contract: `/v1/ask` streams `step`, `approval` and an
 `awaiting_approval` answer; `POST /v1/threads/{id}/approval` answers once with the final response, then 409. It

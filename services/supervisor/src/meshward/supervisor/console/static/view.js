@@ -199,7 +199,7 @@ async function copyText(text, button) {
   }
 }
 
-// An approval request of the graph (seams.md section 2): tool, arguments, the policy's reason, a deadline.
+// An approval request of the graph (README: Approvals): tool, arguments, the policy's reason, a deadline.
 // decide(approved, reason) sends the decision; the answer that follows is drawn by the turn.
 export function approvalCard(approval, threadId, decide) {
   const id = `approval-${approval.approval_id.replace(/[^A-Za-z0-9_-]/g, '_')}`;
