@@ -22,8 +22,8 @@ ORIGIN = "http://console.example"
 
 
 @contextlib.asynccontextmanager
-async def serve(settings: SupervisorSettings):
-    server = uvicorn.Server(uvicorn.Config(create_app(settings, local_ports=FakePorts()), host="127.0.0.1", port=settings.http_port, log_level="warning", lifespan="on"))
+async def serve(settings: SupervisorSettings, ports: FakePorts | None = None):
+    server = uvicorn.Server(uvicorn.Config(create_app(settings, local_ports=ports or FakePorts()), host="127.0.0.1", port=settings.http_port, log_level="warning", lifespan="on"))
     task = asyncio.create_task(server.serve())
     try:
         while not server.started:

@@ -195,13 +195,13 @@ async def test_output_is_capped(fake_ssh):
         ("$(cat /etc/passwd)", ErrorCode.REFUSED),
         ("cat /etc/shadow", ErrorCode.REFUSED),
         ("du -sh ../../etc", ErrorCode.REFUSED),
-        ("du -sh /etc", ErrorCode.REFUSED),
-        ("ls -la", ErrorCode.REFUSED),
+        ("du -sh /etc", ErrorCode.NEEDS_APPROVAL),
+        ("ls -la", ErrorCode.NEEDS_APPROVAL),
         ("uptime\nreboot", ErrorCode.REFUSED),
         ("x" * 5000, ErrorCode.TOO_LARGE),
     ],
 )
-async def test_denied_command_never_reaches_the_server(fake_ssh, command, code):
+async def test_denied_or_unapproved_command_never_reaches_the_server(fake_ssh, command, code):
     with pytest.raises(ToolError) as exc:
         await call(fake_ssh.settings(approval_mode="ask"), "box", command)
     assert exc.value.code == code

@@ -123,3 +123,12 @@ async def test_the_fast_tier_pauses_too_and_answers_from_the_approved_result():
     r = await asker.resume("t-fast", {"approved": True, "actor": "ops-key"})
     assert r.status == "answered" and "approved-output" in r.answer
     assert r.route[-3:] == ["approval", "answer", "output_check"]
+
+
+async def test_a_resumed_run_still_ends_with_an_answer_when_its_drafts_stay_unconfirmed():
+    # the approval's resume took one of reason's visits: validate stops refining before the visit cap
+    p = ports(*[reply("Unrelated words.")] * 3)
+    asker = asker_for(p)
+    await asker.ask(QUESTION, "t-cap")
+    r = await asker.resume("t-cap", {"approved": True, "actor": "ops-key"})
+    assert r.status == "answered" and "Low confidence" in r.answer and "error" not in r.route

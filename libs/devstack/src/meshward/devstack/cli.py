@@ -3,6 +3,7 @@
     meshward up                      start everything locally (embedded NATS unless MESHWARD_NATS_URL is set)
     meshward ask "question" [--thread ID] [--json]
     meshward train security|intent|all [--force] [--check] ...   build the fine-tuned classifiers (cached)
+    meshward approve THREAD [--deny] [--reason TEXT]   decide a pending tool call
     meshward keys create NAME | list | revoke NAME   API keys of the HTTP ingress
     meshward credentials DIR         the closed bus for another deployment: a password file per service and nats-auth.conf
 """
@@ -29,16 +30,31 @@ def cmd_up(args: argparse.Namespace) -> int:
     return asyncio.run(run_up(Path(args.data_dir).resolve(), port, os.environ.get("MESHWARD_NATS_URL") or None))
 
 
+def _post(args: argparse.Namespace, path: str, body: dict) -> httpx.Response | None:
+    key = os.environ.get("MESHWARD_API_KEY")
+    try:
+        return httpx.post(f"{args.url}{path}", json=body, timeout=args.timeout, headers={"X-Api-Key": key} if key else None)
+    except httpx.HTTPError as e:
+        print(f"meshward is not reachable at {args.url} ({e}); start it with `make up`", file=sys.stderr)
+        return None
+
+
 def cmd_ask(args: argparse.Namespace) -> int:
     body = {"question": args.question}
     if args.thread:
         body["thread_id"] = args.thread
-    try:
-        key = os.environ.get("MESHWARD_API_KEY")
-        r = httpx.post(f"{args.url}/v1/ask", json=body, timeout=args.timeout, headers={"X-Api-Key": key} if key else None)
-    except httpx.HTTPError as e:
-        print(f"meshward is not reachable at {args.url} ({e}); start it with `make up`", file=sys.stderr)
-        return 2
+    r = _post(args, "/v1/ask", body)
+    return 2 if r is None else _show(args, r)
+
+
+def cmd_approve(args: argparse.Namespace) -> int:
+    """Decide the tool call a thread's run waits on; the run continues and its answer is shown."""
+    body = {"approved": not args.deny} | ({"reason": args.reason} if args.reason else {})
+    r = _post(args, f"/v1/threads/{args.thread}/approval", body)
+    return 2 if r is None else _show(args, r)
+
+
+def _show(args: argparse.Namespace, r: httpx.Response) -> int:
     data = r.json()
     if args.json:
         print(json.dumps(data, indent=2))
@@ -48,6 +64,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
         print(f"error {r.status_code}: {err.get('message', data)}", file=sys.stderr)
         return 1
     print(data["answer"])
+    if data.get("approval"):
+        a = data["approval"]
+        print(f"\nwaiting for approval: {a['tool']} {json.dumps(a['arguments'])} ({a['reason']}); expires {a['expires_at']}")
+        print(f"approve: meshward approve {data['thread_id']}    deny: meshward approve {data['thread_id']} --deny --reason '...'")
     extra = f" [{data['refusal_reason']}{': ' + data['threat_category'] if data.get('threat_category') else ''}]" if data.get("refusal_reason") else ""
     tier = f" · {data['tier']} tier" + (f" ({data['model']}, confidence {data['confidence']:.2f})" if data.get("model") and data.get("confidence") is not None else "") if data.get("tier") else ""
     print(f"\n{data['status']}{extra} · route: {' -> '.join(data['route'])} · tools: {', '.join(data['tools_used']) or '-'}{tier}")
@@ -136,6 +156,14 @@ def main(argv: list[str] | None = None) -> int:
     ask.add_argument("--timeout", type=float, default=150.0)  # a deep-tier answer on CPU takes a while
     ask.add_argument("--json", action="store_true", help="print the whole response (MESHWARD_API_KEY: the key sent, if any)")
     ask.set_defaults(fn=cmd_ask)
+    approve = sub.add_parser("approve", help="approve (or --deny) the tool call a thread's run is waiting on")
+    approve.add_argument("thread")
+    approve.add_argument("--deny", action="store_true")
+    approve.add_argument("--reason")
+    approve.add_argument("--url", default=_default_url())
+    approve.add_argument("--timeout", type=float, default=150.0)
+    approve.add_argument("--json", action="store_true", help="print the whole response")
+    approve.set_defaults(fn=cmd_approve)
     train = sub.add_parser("train", help="build a fine-tuned classifier (security, intent or all); cached by a hash "
                                          "of its data and code", add_help=False)
     train.add_argument("model", choices=[*TRAINABLE, "all"])

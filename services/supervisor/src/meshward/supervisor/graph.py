@@ -487,7 +487,10 @@ class GraphBuilder:
         retrieved = state.get("retrieved") or {}
         v = deep.score_draft(state["question"], state.get("draft") or "", state.get("evidence") or [], deep.context_messages({**retrieved, "documents": []}), state.get("finish_reason") or "stop")
         result = v.to_dict(self.deep.min_confidence)
-        refinements_left = min(self.deep.max_refinements, self.max_visits - 1) - state.get("refinements", 0)
+        refinements_left = min(
+            min(self.deep.max_refinements, self.max_visits - 1) - state.get("refinements", 0),
+            self.max_visits - state.get("visits", {}).get("reason", 0),  # a run resumed after an approval used one
+        )
         if refinements_left > 0 and not result["passed"] and context.remaining(float("inf")) < 1.5 * (state.get("draft_s") or 0.0) + 1.0:
             refinements_left = 0  # another draft would not finish before the deadline
             v.reasons.append("no time left to refine")
