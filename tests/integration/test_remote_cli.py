@@ -128,8 +128,9 @@ def registry_for(settings: RemoteSettings) -> ToolRegistry:
     return registry
 
 
-async def call(settings: RemoteSettings, host: str, command: str):
-    result = await registry_for(settings).call("remote_cli", {"host": host, "command": command})
+async def call(settings: RemoteSettings, host: str, command: str, approved: bool = True):
+    # every remote command needs a human: the tests of what runs call it as the supervisor does after an approval
+    result = await registry_for(settings).call("remote_cli", {"host": host, "command": command}, approved=approved)
     text, data = result.content
     return text.text, data.data
 
@@ -198,12 +199,13 @@ async def test_output_is_capped(fake_ssh):
         ("du -sh /etc", ErrorCode.NEEDS_APPROVAL),
         ("ls -la", ErrorCode.NEEDS_APPROVAL),
         ("uptime\nreboot", ErrorCode.REFUSED),
+        ("uptime", ErrorCode.NEEDS_APPROVAL),  # allowlisted, but on another machine: a human approves each call
         ("x" * 5000, ErrorCode.TOO_LARGE),
     ],
 )
 async def test_denied_or_unapproved_command_never_reaches_the_server(fake_ssh, command, code):
     with pytest.raises(ToolError) as exc:
-        await call(fake_ssh.settings(approval_mode="ask"), "box", command)
+        await call(fake_ssh.settings(approval_mode="ask"), "box", command, approved=False)
     assert exc.value.code == code
     assert fake_ssh.connections == 0
     assert fake_ssh.sessions == 0
@@ -212,7 +214,7 @@ async def test_denied_or_unapproved_command_never_reaches_the_server(fake_ssh, c
 async def test_needs_approval_in_ask_mode_then_approved_path(fake_ssh):
     settings = fake_ssh.settings(approval_mode="ask")
     with pytest.raises(ToolError) as exc:
-        await call(settings, "box", "ls -la")
+        await call(settings, "box", "ls -la", approved=False)
     assert exc.value.message.startswith("needs human approval")
     assert fake_ssh.connections == 0
 

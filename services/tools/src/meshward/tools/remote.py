@@ -328,7 +328,8 @@ def remote_tools(settings: RemoteSettings | None = None, *, policy: CommandPolic
         decision = policy.decide(argv, raw=args.command)
         if decision.action != "allow":
             raise _refusal(decision)
-        return await _run_remote(args.host, argv, settings)
+        # Another machine: every command, allowlisted or not, runs only once a human approved it (the approved path).
+        raise ToolError(ErrorCode.NEEDS_APPROVAL, f"needs human approval: every remote_cli command on {args.host} is approved by a human ({decision.reason})")
 
     async def remote_cli_approved(args: RemoteCliArgs) -> list[Content]:
         try:
@@ -342,7 +343,8 @@ def remote_tools(settings: RemoteSettings | None = None, *, policy: CommandPolic
         Tool(
             name="remote_cli",
             description=(
-                f"Run ONE read-only diagnostic command on a configured remote host over SSH (hosts: {hosts}). "
+                f"Run ONE read-only diagnostic command on a configured remote host over SSH (hosts: {hosts}); "
+                "each call waits for a human's approval. "
                 "No shell syntax (pipes, redirections, ';', '&&', '$(...)'). Allowed commands: "
                 f"{'; '.join(policy.allowed_forms())}."
             ),
