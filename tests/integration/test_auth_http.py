@@ -96,7 +96,11 @@ async def test_cors_preflight_names_only_the_configured_origins(tmp_path):
 async def test_loopback_without_keys_is_open_and_named_local(tmp_path):
     async with serve(settings_for(tmp_path, auth="auto", api_keys=None)) as http:
         assert (await http.post("/v1/ask", json=ASK)).status_code == 200
-        assert (await http.post("/v1/ask", json=ASK, headers={"X-Api-Key": "not-a-key-" * 3})).status_code == 401  # a wrong key is never ignored
+        # no keys configured: a sent key has nothing to be checked against
+        assert (await http.post("/v1/ask", json=ASK, headers={"X-Api-Key": "not-a-key-" * 3})).status_code == 200
+    async with serve(settings_for(tmp_path, auth="auto")) as http:  # optional, but keys exist: a wrong one is refused
+        assert (await http.post("/v1/ask", json=ASK)).status_code == 200
+        assert (await http.post("/v1/ask", json=ASK, headers={"X-Api-Key": "not-a-key-" * 3})).status_code == 401
 
 
 async def test_an_unauthenticated_remote_callers_traceparent_is_dropped():

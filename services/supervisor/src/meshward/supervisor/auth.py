@@ -221,7 +221,9 @@ class AuthMiddleware:
             return await self.app(scope, receive, send)
         path = scope.get("path", "")
         client = (scope.get("client") or ("", 0))[0]
-        key = presented_key(scope)
+        # With no keys configured at all (loopback, auth optional) a sent key has nothing to be checked against and
+        # is ignored; once keys exist, a wrong one is refused rather than quietly treated as anonymous.
+        key = presented_key(scope) if (self.required or self.keys) else None
         name = self.keys.name_of(key) if key else None
         if key and name is None:
             return await _deny(send, 401, "unauthorized", "the API key is not valid (unknown or revoked); create one with `meshward keys create NAME`")
