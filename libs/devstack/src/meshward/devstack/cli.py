@@ -53,7 +53,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return 0
 
 
-TRAINABLE = {"security": "meshward.security.training", "intent": "meshward.intent.training"}
+TRAINABLE = {"security": "meshward.security_training", "intent": "meshward.intent_training"}
 
 
 def cmd_train(args: argparse.Namespace) -> int:
