@@ -9,11 +9,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.meshward-installed
 DISTS := libs/contracts libs/telemetry libs/bus libs/embedding libs/classifier libs/devstack \
-         services/security services/intent services/tools services/memory services/llm services/supervisor
+         services/security services/intent services/tools services/memory services/llm services/supervisor \
+         training/pipeline training/security training/intent
 PYPROJECTS := $(addsuffix /pyproject.toml,$(DISTS))
-# The two classifier services with their `train` extra (torch==2.13.0 CPU, transformers, onnx), in the same
-# pip command as everything else so that nothing pulls another torch.
-INSTALL_ARGS := $(foreach d,$(DISTS),-e $(if $(filter services/security services/intent,$(d)),'$(d)[train]',$(d)))
+# training/* are build-time distributions (torch==2.13.0 CPU, transformers, onnx): installed in the same pip
+# command as everything else so that nothing pulls another torch; no service or image imports them.
+INSTALL_ARGS := $(foreach d,$(DISTS),-e $(d))
 
 .PHONY: up test install models lint schemas bench clean help images images-gpu test-containers chromium
 
@@ -31,8 +32,9 @@ $(STAMP): $(BIN)/python $(PYPROJECTS) requirements/dev.txt requirements/model.tx
 
 install: $(STAMP)
 
-# Fine-tune, export and evaluate both classifiers unless the cache already holds them for this data and code
-# (a few minutes on a 2-core CPU the first time, a few seconds after).
+# Fine-tune, export and evaluate both classifiers unless the cache already holds them for this data, training
+# code and hyper-parameters (a few minutes on a 2-core CPU the first time, a few seconds after); the services
+# load the newest build whose preprocessing version they read.
 models: $(STAMP)
 	$(BIN)/meshward train security
 	$(BIN)/meshward train intent

@@ -15,13 +15,13 @@ import asyncio
 import json
 
 import numpy as np
-from meshward.classifier.training.metrics import recall_at_fpr
 from meshward.security.classifier import ClassifierLayer, SecurityClassifier, score_texts
 from meshward.security.decision import RulesLayerAdapter
 from meshward.security.handlers import _judge
 from meshward.security.rules import RulesLayer
-from meshward.security.training import held_out_splits
-from meshward.security.training.data import BENIGN, LABELS, build_examples, external_sets, family_of
+from meshward.security_training import held_out_splits
+from meshward.security_training.data import BENIGN, LABELS, build_examples, external_sets, family_of
+from meshward.training.metrics import recall_at_fpr
 
 
 async def _service_blocks(model: SecurityClassifier, texts: list[str]) -> np.ndarray:

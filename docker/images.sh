@@ -2,7 +2,7 @@
 # Build every meshward image that this tree can build (`make images`):
 #   meshward/nats, meshward/<service> for each service present, and with --gpu meshward/<classifier>-gpu.
 # Uses the official python:3.11-slim-bookworm base when a registry answers, otherwise the offline base
-# (docker/offline-base.sh). Classifier images carry the model built by `meshward train` (MESHWARD_MODELS_DIR).
+# (docker/offline-base.sh). Classifier images carry the model built by `meshward train` (MESHWARD_MODELS_DIR): an artifact, no training code.
 # Env: MESHWARD_IMAGE_TAG (default: local), BASE_IMAGE / GPU_BASE_IMAGE to force a base.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,8 +27,10 @@ bash docker/wheelhouse.sh $([[ $gpu == 1 ]] && echo --gpu)
 # Stage each built classifier: CPU images get the int8 graph, GPU images the fp16 one (int8 kept as CPU fallback).
 for name in security intent; do
     [[ -d services/$name ]] || continue
-    dir=$($PY -c "import meshward.$name.training as t; print(t.find_model_dir())") \
-        || { echo "the $name model is not built: run 'meshward train $name' (make models)" >&2; exit 1; }
+    # The build the service itself would load (by MESHWARD_<NAME>_MODEL_DIR/_VERSION, else the newest; its
+    # preprocessing version checked): `make images` runs `make models` first, so that is the current one.
+    dir=$($PY -c "from meshward.$name.classifier import model_dir; from meshward.intent.scope import load_scope
+print(model_dir(load_scope()) if '$name' == 'intent' else model_dir())") || exit 1
     rm -rf "build/models/$name"; mkdir -p "build/models/$name/cpu" "build/models/$name/gpu"
     cp "$dir"/{model.int8.onnx,tokenizer.json,card.json,README.md} "build/models/$name/cpu/"
     cp "$dir"/{model.int8.onnx,model.fp16.onnx,tokenizer.json,card.json,README.md} "build/models/$name/gpu/"

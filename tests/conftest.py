@@ -6,10 +6,7 @@ container suite (tests/containers, `make test-containers`) runs the locally buil
 """
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 import tempfile
 
 import pytest
@@ -25,21 +22,21 @@ _provider.add_span_processor(SimpleSpanProcessor(SPANS))
 trace.set_tracer_provider(_provider)
 
 
-def pytest_sessionstart(session):
-    """The security and intent services load their fine-tuned classifiers at start-up: find them in the
-    cache (~/.cache/meshward/models, reused across clones) or build them once (`make test` already did).
-    MESHWARD_TEST_BUILD_MODELS=0 skips this; tests that need a model then fail with its fix."""
-    if os.environ.get("MESHWARD_TEST_BUILD_MODELS", "1") == "0":
-        return
+def pytest_report_header(config):
+    """pytest never trains a model: the security and intent services load the builds `make models` made (`make
+    test` runs it first). Say up front which builds they will load, or why tests that need one will fail."""
     from meshward.classifier import ModelNotBuiltError
+    from meshward.intent.classifier import model_dir as intent_model_dir
+    from meshward.intent.scope import load_scope
+    from meshward.security.classifier import model_dir as security_model_dir
 
-    for name in ("security", "intent"):
-        module = f"meshward.{name}.training"
+    lines = []
+    for name, find in (("security", security_model_dir), ("intent", lambda: intent_model_dir(load_scope()))):
         try:
-            __import__(module, fromlist=["find_model_dir"]).find_model_dir()
-        except ModelNotBuiltError:
-            print(f"\nbuilding the {name} classifier (first run; cached afterwards)", file=sys.stderr, flush=True)
-            subprocess.run([sys.executable, "-m", module], check=True)
+            lines.append(f"{name} model: {find()}")
+        except ModelNotBuiltError as exc:
+            lines.append(f"{name} model: NONE ({exc}); tests that start the {name} service fail until then")
+    return lines
 
 
 @pytest.fixture(scope="session")

@@ -98,3 +98,31 @@ async def test_intent_service_refuses_to_start_without_a_model_for_its_scope(ser
         await svc.start()
     if svc.bus is not None:
         await svc.bus.close()
+
+
+async def test_security_service_refuses_a_model_built_for_other_preprocessing(service_env, tmp_path):
+    """A build whose card records another preprocessing version than the service reads text with: start-up
+    stops with an error naming both versions and `make models`, instead of scoring with mismatched inputs."""
+    import json
+
+    from meshward.classifier import PreprocessingMismatchError
+    from meshward.security.classifier import PREPROCESSING, model_dir
+    from meshward.security.handlers import create_service
+
+    built = model_dir()
+    copy = tmp_path / "security-older"
+    copy.mkdir()
+    for f in built.iterdir():
+        if f.is_file():
+            (copy / f.name).symlink_to(f)
+    card = json.loads((built / "card.json").read_text())
+    card["preprocessing"] = {"name": PREPROCESSING.name, "version": PREPROCESSING.version - 1}
+    (copy / "card.json").unlink()
+    (copy / "card.json").write_text(json.dumps(card))
+    service_env.setenv("MESHWARD_SECURITY_MODEL_DIR", str(copy))
+    svc = create_service()
+    with pytest.raises(PreprocessingMismatchError, match="make models") as err:
+        await svc.start()
+    assert f"v{PREPROCESSING.version - 1}" in str(err.value) and str(PREPROCESSING) in str(err.value)
+    if svc.bus is not None:
+        await svc.bus.close()

@@ -30,7 +30,7 @@ def torch_or_skip():
 def torch_logits(model_dir, labels, texts):
     """Logits of the fine-tuned torch weights saved beside the ONNX files."""
     from meshward.classifier import base_model_dir
-    from meshward.classifier.training.trainer import MeanPoolClassifier, load_tokenizer, predict_logits
+    from meshward.training.trainer import MeanPoolClassifier, load_tokenizer, predict_logits
     from safetensors.torch import load_file
 
     model = MeanPoolClassifier.from_config(base_model_dir(), len(labels))

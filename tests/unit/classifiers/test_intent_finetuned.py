@@ -4,11 +4,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from meshward.classifier import OnnxTextClassifier
-from meshward.classifier.training import split_by_group
 from meshward.contracts import OUT_OF_SCOPE
 from meshward.intent.classifier import FineTunedScopeClassifier
 from meshward.intent.scope import load_scope
-from meshward.intent.training.data import build_examples
+from meshward.intent_training.data import build_examples
+from meshward.training import split_by_group
 
 from tests.unit.intent.test_intent_classifier import ATTACHMENT_CASES, IN_SCOPE, OUT_OF_SCOPE_QUESTIONS
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from meshward.classifier import ModelNotBuiltError, find_built, fingerprint
-from meshward.classifier.training import Example, data_hash, split_by_group
-from meshward.classifier.training.metrics import (
+from meshward.contracts import OUT_OF_SCOPE
+from meshward.training import Example, data_hash, split_by_group
+from meshward.training.metrics import (
     confusion_matrix,
     fit_temperature,
     nll,
@@ -13,7 +14,6 @@ from meshward.classifier.training.metrics import (
     recall_at_fpr,
     threshold_for_fpr,
 )
-from meshward.contracts import OUT_OF_SCOPE
 
 
 def test_fingerprint_is_stable_and_sensitive(tmp_path):
@@ -75,7 +75,7 @@ def test_confusion_and_report():
 
 # ------------------------------------------------------------------ data
 def test_security_data_is_deterministic_and_covers_every_label():
-    from meshward.security.training.data import LABELS, build_examples
+    from meshward.security_training.data import LABELS, build_examples
 
     one, sources = build_examples()
     two, _ = build_examples()
@@ -95,8 +95,8 @@ def test_security_data_is_deterministic_and_covers_every_label():
 
 
 def test_security_hidden_copies_stay_with_their_group():
-    from meshward.security.training import held_out_splits
-    from meshward.security.training.data import build_examples
+    from meshward.security_training import held_out_splits
+    from meshward.security_training.data import build_examples
 
     examples, _ = build_examples()
     splits = held_out_splits(examples)
@@ -109,8 +109,8 @@ def test_security_groups_are_templates_and_every_attack_family_trains():
     """A held-out group is one phrasing (template); each attack family keeps phrasings in training."""
     import random
 
-    from meshward.security.training import held_out_splits
-    from meshward.security.training.data import BENIGN, _family_examples, _yaml, build_examples, family_of
+    from meshward.security_training import held_out_splits
+    from meshward.security_training.data import BENIGN, _family_examples, _yaml, build_examples, family_of
 
     family = {"id": "f", "label": "security_bypass", "templates": ["{ignore_cap} {prior}.", "Please {ignore} {prior}."]}
     drawn = _family_examples(family, _yaml("slots.yaml"), random.Random(1))
@@ -127,7 +127,7 @@ def test_security_groups_are_templates_and_every_attack_family_trains():
 
 
 def test_training_views_replace_each_example_by_its_distinct_views():
-    from meshward.classifier.training.pipeline import _expand_views
+    from meshward.training.pipeline import _expand_views
 
     rows = _expand_views([Example("Ab", "x", "g", "template"), Example("cd", "y", "h", "template"),
                           Example("  ", "z", "i", "template")],
@@ -139,8 +139,8 @@ def test_training_views_replace_each_example_by_its_distinct_views():
 
 def test_intent_labels_follow_the_scope_file(tmp_path):
     from meshward.intent.scope import load_scope
-    from meshward.intent.training import build_spec
-    from meshward.intent.training.data import build_examples, labels_for
+    from meshward.intent_training import build_spec
+    from meshward.intent_training.data import build_examples, labels_for
 
     scope = load_scope()
     assert labels_for(scope) == (*scope.intents, OUT_OF_SCOPE)
@@ -158,7 +158,7 @@ def test_intent_labels_follow_the_scope_file(tmp_path):
     assert "chart" not in {e.label for e in examples2}
     assert any(e.label == OUT_OF_SCOPE and "chart" in e.group for e in examples2)
     assert build_spec(smaller).labels == labels_for(smaller)
-    from meshward.classifier.training import model_key
+    from meshward.training import model_key
 
     assert model_key(build_spec(smaller)) != model_key(build_spec(scope))
 

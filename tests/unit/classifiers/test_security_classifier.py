@@ -7,14 +7,14 @@ import time
 import numpy as np
 import pytest
 from meshward.classifier import OnnxTextClassifier
-from meshward.classifier.training import data_hash
-from meshward.classifier.training.metrics import recall_at_fpr
 from meshward.contracts import DecidingLayer, ThreatCategory
 from meshward.security.classifier import ClassifierLayer, score_texts
 from meshward.security.decision import RulesLayerAdapter, SecurityDecider
 from meshward.security.rules import RulesLayer
-from meshward.security.training import held_out_splits
-from meshward.security.training.data import LABELS, build_examples
+from meshward.security_training import held_out_splits
+from meshward.security_training.data import LABELS, build_examples
+from meshward.training import data_hash
+from meshward.training.metrics import recall_at_fpr
 
 from .conftest import torch_logits, torch_or_skip
 

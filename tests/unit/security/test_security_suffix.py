@@ -59,7 +59,7 @@ def test_ids_hashes_code_logs_and_markup_do_not_fire(text):
 
 def test_benign_training_texts_stay_below_the_threshold():
     """Calibration: the benign side of the security data (chat, pasted logs, code, documents, many languages)."""
-    from meshward.security.training.data import build_examples
+    from meshward.security_training.data import build_examples
 
     benign = [e.text for e in build_examples()[0] if e.label == "benign"]
     fired = [t for t in benign if suffix_score(t)[0] >= THRESHOLD]

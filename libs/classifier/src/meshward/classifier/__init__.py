@@ -1,13 +1,15 @@
 """meshward.classifier: fine-tuned MiniLM text classifiers at run time (onnxruntime + tokenizers + numpy).
 
-The training pipeline lives in :mod:`meshward.classifier.training` and needs the ``train`` extra
-(torch, transformers, onnx); nothing imported from here pulls it in.
+The training pipeline is the separate ``meshward-training`` distribution (:mod:`meshward.training`: torch,
+transformers, onnx); nothing here imports it: a service loads a built model as an artifact.
 """
 from .batcher import BatcherClosed, BatcherStats, DeadlineExceeded, MicroBatcher
 from .runtime import CPU, CUDA, OnnxTextClassifier, WordPieces, available_providers, softmax
 from .store import (
     ENV_MODELS_DIR,
     ModelNotBuiltError,
+    Preprocessing,
+    PreprocessingMismatchError,
     base_model_dir,
     base_model_fingerprint,
     find_built,
@@ -15,6 +17,8 @@ from .store import (
     model_dir,
     models_root,
     read_card,
+    resolve_model,
+    touch,
 )
 
 __all__ = [
@@ -27,6 +31,8 @@ __all__ = [
     "MicroBatcher",
     "ModelNotBuiltError",
     "OnnxTextClassifier",
+    "Preprocessing",
+    "PreprocessingMismatchError",
     "WordPieces",
     "available_providers",
     "base_model_dir",
@@ -36,5 +42,7 @@ __all__ = [
     "model_dir",
     "models_root",
     "read_card",
+    "resolve_model",
     "softmax",
+    "touch",
 ]

@@ -1,12 +1,17 @@
 """Where built models live, how they are named, and how a service finds them.
 
-A built model is a folder ``<root>/<name>-<key>/`` holding ``model.int8.onnx`` (CPU), ``model.fp32.onnx`` and
-``model.fp16.onnx`` (GPU), ``tokenizer.json``, ``card.json`` and ``README.md`` (the model card). ``key`` is a hash
-of everything that determines the model: training data, training code, base encoder, hyper-parameters. The
-root is ``$MESHWARD_MODELS_DIR``, else ``$XDG_CACHE_HOME/meshward/models``, else ``~/.cache/meshward/models``:
-outside the repository, so a fresh clone (CI) on the same machine reuses what an earlier run built.
+A built model is an artifact: a folder ``<root>/<name>-<key>/`` holding ``model.int8.onnx`` (CPU),
+``model.fp32.onnx`` and ``model.fp16.onnx`` (GPU), ``tokenizer.json``, ``card.json`` and ``README.md`` (the
+model card). ``key`` (the model version) is a hash of what determines the model: training data, training code,
+hyper-parameters, base encoder and the *preprocessing version* (how the run time turns text into model
+inputs). The training distributions compute it; a service never does: it loads a folder by path, by version, or
+the newest build of its name, and only checks that the card's preprocessing version is the one it reads text
+with (:func:`resolve_model`). Whether a build is stale for the current data and training code is a test's
+question, not start-up's. The root is ``$MESHWARD_MODELS_DIR``, else ``$XDG_CACHE_HOME/meshward/models``, else
+``~/.cache/meshward/models``: outside the repository, so a fresh clone (CI) on the same machine reuses what an
+earlier run built.
 
-Nothing here imports torch: services use it at start-up to find their model in milliseconds.
+Nothing here imports torch or the training code: services use it at start-up to find their model in milliseconds.
 """
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ import json
 import os
 import shutil
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +33,8 @@ __all__ = [
     "ENV_MODELS_DIR",
     "REQUIRED_FILES",
     "ModelNotBuiltError",
+    "Preprocessing",
+    "PreprocessingMismatchError",
     "base_model_dir",
     "base_model_fingerprint",
     "build_lock",
@@ -35,6 +43,8 @@ __all__ = [
     "model_dir",
     "models_root",
     "read_card",
+    "resolve_model",
+    "touch",
 ]
 
 ENV_MODELS_DIR = "MESHWARD_MODELS_DIR"
@@ -44,8 +54,37 @@ CARD_FILE = "card.json"
 REQUIRED_FILES = ("model.int8.onnx", "tokenizer.json", CARD_FILE)
 
 
+MAKE_MODELS = "run `make models` (or `meshward train {name}`; `make up` and `make test` run it too)"
+
+
 class ModelNotBuiltError(FileNotFoundError):
-    """The model for this data and code has not been built (or was removed from the cache)."""
+    """No usable built model (none built, removed from the cache, or built for other preprocessing)."""
+
+
+class PreprocessingMismatchError(ModelNotBuiltError):
+    """The model was built for another preprocessing version than the one the service reads text with."""
+
+
+@dataclass(frozen=True, slots=True)
+class Preprocessing:
+    """How a service turns text into model inputs. Bump ``version`` whenever that changes in a way that changes
+    what the model sees: the training keys include it, and services refuse a model built for another version."""
+
+    name: str  # e.g. security-views
+    version: int
+
+    def as_card(self) -> dict[str, Any]:
+        return {"name": self.name, "version": self.version}
+
+    def of(self, card: dict[str, Any]) -> str:
+        got = card.get("preprocessing") or {}
+        return f"{got.get('name', '?')} v{got.get('version', '?')}" if got else "an unversioned preprocessing"
+
+    def matches(self, card: dict[str, Any]) -> bool:
+        return card.get("preprocessing") == self.as_card()
+
+    def __str__(self) -> str:
+        return f"{self.name} v{self.version}"
 
 
 def models_root() -> Path:
@@ -76,6 +115,60 @@ def find_built(name: str, key: str, *, root: Path | None = None, hint: str | Non
 
 def read_card(directory: Path) -> dict[str, Any]:
     return json.loads((directory / CARD_FILE).read_text(encoding="utf-8"))
+
+
+def _complete(directory: Path) -> bool:
+    return all((directory / f).is_file() for f in REQUIRED_FILES)
+
+
+def _builds(name: str, root: Path) -> list[Path]:
+    """Complete builds of ``name``, newest first (``touch``: `make models` marks the one it asked for)."""
+    found = [p for p in root.glob(f"{name}-*") if p.is_dir() and p.name.rsplit("-", 1)[0] == name and _complete(p)]
+    return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
+
+
+def touch(directory: Path) -> None:
+    """Mark a build as the newest of its name (what a service loads by default)."""
+    os.utime(directory)
+
+
+def resolve_model(name: str, preprocessing: Preprocessing, *, path: str | Path | None = None,
+                  version: str | None = None, select: dict[str, Any] | None = None,
+                  root: Path | None = None, what: str = "") -> Path:
+    """The folder of the model a service loads: ``path`` when given, else the build ``version`` (a key or a
+    prefix of one) in the models root, else the newest build of ``name`` whose card holds ``select`` (e.g. the
+    scope it was trained for). The card's preprocessing must be ``preprocessing``; every failure raises
+    :class:`ModelNotBuiltError` (:class:`PreprocessingMismatchError`) saying what to run."""
+    fix = MAKE_MODELS.format(name=name)
+    root = (root or models_root()).expanduser()
+    if path is not None:
+        directory = Path(path).expanduser()
+        if not _complete(directory):
+            missing = [f for f in REQUIRED_FILES if not (directory / f).is_file()]
+            raise ModelNotBuiltError(f"{directory} is not a built {name} model (missing {', '.join(missing)}): "
+                                     f"point it at a folder `meshward train {name} --print-dir` printed, or unset it")
+        candidates = [directory]
+    elif version:
+        candidates = [p for p in _builds(name, root) if p.name.removeprefix(f"{name}-").startswith(version)]
+        if not candidates:
+            raise ModelNotBuiltError(f"no built {name} model of version {version} in {root}: {fix}, or pick one of "
+                                     f"{', '.join(p.name for p in _builds(name, root)[:3]) or 'none built'}")
+    else:
+        candidates = _builds(name, root)
+    cards = [(p, read_card(p)) for p in candidates]
+    if select:
+        cards = [(p, c) for p, c in cards if all(c.get(k) == v for k, v in select.items())]
+    for directory, card in cards:
+        if preprocessing.matches(card):
+            return directory
+    if cards:
+        directory, card = cards[0]
+        raise PreprocessingMismatchError(
+            f"the {name} model in {directory} was built for {preprocessing.of(card)}, but this service reads text "
+            f"with {preprocessing}: {fix} to build one for it")
+    others = ", ".join(p.name for p in _builds(name, root)[:3])
+    raise ModelNotBuiltError(f"no built {name} model{' ' + what if what else ''} in {root}"
+                             f"{f' (other builds: {others})' if others else ''}: {fix}")
 
 
 def fingerprint(parts: Iterable[Path | str | bytes], length: int = 16) -> str:

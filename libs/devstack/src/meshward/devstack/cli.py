@@ -75,7 +75,7 @@ def _show(args: argparse.Namespace, r: httpx.Response) -> int:
     return 0
 
 
-TRAINABLE = {"security": "meshward.security.training", "intent": "meshward.intent.training"}
+TRAINABLE = {"security": "meshward.security_training", "intent": "meshward.intent_training"}
 
 
 def cmd_train(args: argparse.Namespace) -> int:

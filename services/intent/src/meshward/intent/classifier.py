@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 from .scope import Scope
 
-__all__ = ["FineTunedScopeClassifier", "ScopeClassifier"]
+__all__ = ["FineTunedScopeClassifier", "ScopeClassifier", "model_dir", "scope_fingerprint"]
 
 # Only this much of a question is analysed; the encoder sees at most 256 tokens (~1-1.5k chars) anyway.
 _MAX_ANALYSED_CHARS = 4000
@@ -172,7 +172,34 @@ def _unit(x: float) -> float:
 # ---------------------------------------------------------------------------------------------------------------
 # The fine-tuned classifier (ONNX): the main signal since the classifiers issue.
 
+MODEL_NAME = "intent"
 ENV_MODEL_DIR = "MESHWARD_INTENT_MODEL_DIR"
+ENV_MODEL_VERSION = "MESHWARD_INTENT_MODEL_VERSION"
+# What the model reads: the question with whitespace collapsed, cut at _MAX_ANALYSED_CHARS. Bump the version
+# with any change to that; training records it in the card and keys models by it.
+PREPROCESSING_NAME, PREPROCESSING_VERSION = "intent-text", 1
+
+
+def scope_fingerprint(scope: Scope) -> str:
+    """Identity of a scope's content: the card of a model trained for it records this (the scope is training data)."""
+    from meshward.classifier import fingerprint
+
+    return fingerprint([scope.model_dump_json()])
+
+
+def model_dir(scope: Scope, path: str | Path | None = None, version: str | None = None) -> Path:
+    """The built model the service loads for ``scope``: ``path``, else ``$MESHWARD_INTENT_MODEL_DIR``, else the
+    build ``version`` (``$MESHWARD_INTENT_MODEL_VERSION``), else the newest build trained for this scope's
+    content; its preprocessing must be this module's. Raises ModelNotBuiltError naming the fix."""
+    from meshward.classifier import Preprocessing, resolve_model
+
+    path = path or os.environ.get(ENV_MODEL_DIR) or None
+    version = version or os.environ.get(ENV_MODEL_VERSION) or None
+    select = None if path or version else {"scope_fingerprint": scope_fingerprint(scope)}
+    return resolve_model(MODEL_NAME, Preprocessing(PREPROCESSING_NAME, PREPROCESSING_VERSION), path=path,
+                         version=version, select=select,
+                         what=f"for scope {scope.name!r} as its file reads now (fingerprint {scope_fingerprint(scope)}; "
+                              "with the same MESHWARD_INTENT_SCOPE_FILE)")
 
 
 class FineTunedScopeClassifier:
@@ -203,20 +230,15 @@ class FineTunedScopeClassifier:
             re.compile(p, re.IGNORECASE) for p in doc.patterns) if doc else ()
 
     @classmethod
-    def load(cls, scope: Scope, model_dir: str | Path | None = None, *, device: str | None = None,
-             threads: int | None = None) -> FineTunedScopeClassifier:
-        """From ``model_dir``, else ``$MESHWARD_INTENT_MODEL_DIR``, else the cache entry for this scope, data and code.
+    def load(cls, scope: Scope, path: str | Path | None = None, *, version: str | None = None,
+             device: str | None = None, threads: int | None = None) -> FineTunedScopeClassifier:
+        """The model :func:`model_dir` finds for ``scope`` (by path, by version, else the newest build for it).
 
-        Raises :class:`meshward.classifier.ModelNotBuiltError` naming the fix when it is not built.
+        Raises :class:`meshward.classifier.ModelNotBuiltError` naming the fix when none fits.
         """
         from meshward.classifier import OnnxTextClassifier
 
-        directory = model_dir or os.environ.get(ENV_MODEL_DIR)
-        if not directory:
-            from .training import find_model_dir
-
-            directory = find_model_dir(scope)
-        return cls(scope, OnnxTextClassifier(directory, device=device, threads=threads))
+        return cls(scope, OnnxTextClassifier(model_dir(scope, path, version), device=device, threads=threads))
 
     @property
     def intents(self) -> tuple[str, ...]:

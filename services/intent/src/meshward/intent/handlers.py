@@ -47,7 +47,8 @@ def create_service(settings: IntentSettings | None = None) -> Service[IntentStat
         from .classifier import FineTunedScopeClassifier
 
         # Raises ModelNotBuiltError ("run `meshward train intent`") when the model for this scope is missing.
-        classifier = await asyncio.to_thread(FineTunedScopeClassifier.load, scope, settings.model_dir)
+        classifier = await asyncio.to_thread(FineTunedScopeClassifier.load, scope, settings.model_dir,
+                                             version=settings.model_version)
         batcher = MicroBatcher(classifier.classify_many, max_batch_size=settings.max_batch_size,
                                max_wait_ms=settings.max_wait_ms, name="intent")
         stack.push_async_callback(batcher.close)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 from meshward.bus.context import current_deadline
-from meshward.classifier import MicroBatcher, OnnxTextClassifier, WordPieces, softmax
+from meshward.classifier import MicroBatcher, OnnxTextClassifier, Preprocessing, WordPieces, resolve_model, softmax
 from meshward.contracts import DecidingLayer, ModelInfo, ThreatCategory
 
 from .decision import Finding
@@ -29,16 +29,25 @@ from .normalize import readings
 
 __all__ = [
     "ENV_MODEL_DIR",
+    "ENV_MODEL_VERSION",
     "MAX_VIEWS",
+    "MODEL_NAME",
+    "PREPROCESSING",
     "ClassifierLayer",
     "SecurityClassifier",
     "ThreatScore",
     "canonical_ids",
+    "model_dir",
     "score_texts",
     "views",
 ]
 
+MODEL_NAME = "security"
 ENV_MODEL_DIR = "MESHWARD_SECURITY_MODEL_DIR"
+ENV_MODEL_VERSION = "MESHWARD_SECURITY_MODEL_VERSION"
+# What the model reads: the canonical views of normalize.readings, windowed as below. Bump the version with any
+# change to them that changes what the model sees; training records it in the card and keys models by it.
+PREPROCESSING = Preprocessing("security-views", 1)
 BENIGN = "benign"
 MAX_VIEWS = 6
 WINDOW_TOKENS = 128
@@ -82,6 +91,14 @@ def score_texts(clf: OnnxTextClassifier, texts: Sequence[str]) -> np.ndarray:
     return out
 
 
+def model_dir(path: str | Path | None = None, version: str | None = None) -> Path:
+    """The built model the service loads: ``path``, else ``$MESHWARD_SECURITY_MODEL_DIR``, else the build
+    ``version`` (``$MESHWARD_SECURITY_MODEL_VERSION``), else the newest build; its preprocessing must be
+    :data:`PREPROCESSING`. Raises :class:`meshward.classifier.ModelNotBuiltError` naming the fix."""
+    return resolve_model(MODEL_NAME, PREPROCESSING, path=path or os.environ.get(ENV_MODEL_DIR) or None,
+                         version=version or os.environ.get(ENV_MODEL_VERSION) or None)
+
+
 @dataclass(frozen=True, slots=True)
 class ThreatScore:
     score: float  # calibrated probability that the question is an attack (1 - p(benign))
@@ -101,18 +118,13 @@ class SecurityClassifier:
         self._threats = [i for i, label in enumerate(clf.labels) if label != BENIGN]
 
     @classmethod
-    def load(cls, model_dir: str | Path | None = None, *, device: str | None = None, threshold: float | None = None,
-             threads: int | None = None) -> SecurityClassifier:
-        """From ``model_dir``, else ``$MESHWARD_SECURITY_MODEL_DIR``, else the cache entry for this data and code.
+    def load(cls, path: str | Path | None = None, *, version: str | None = None, device: str | None = None,
+             threshold: float | None = None, threads: int | None = None) -> SecurityClassifier:
+        """The model :func:`model_dir` finds (by path, by version, else the newest build).
 
-        Raises :class:`meshward.classifier.ModelNotBuiltError` naming the fix when it is not built.
+        Raises :class:`meshward.classifier.ModelNotBuiltError` naming the fix when none fits.
         """
-        directory = model_dir or os.environ.get(ENV_MODEL_DIR)
-        if not directory:
-            from .training import find_model_dir
-
-            directory = find_model_dir()
-        return cls(OnnxTextClassifier(directory, device=device, threads=threads), threshold)
+        return cls(OnnxTextClassifier(model_dir(path, version), device=device, threads=threads), threshold)
 
     @property
     def model_info(self) -> ModelInfo:

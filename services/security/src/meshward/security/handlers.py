@@ -65,7 +65,8 @@ def create_service(settings: SecuritySettings | None = None) -> Service[Security
         from .classifier import ClassifierLayer, SecurityClassifier
 
         # Raises ModelNotBuiltError ("run `meshward train security`") when the model is missing.
-        model = await asyncio.to_thread(SecurityClassifier.load, settings.model_dir, threshold=settings.threshold)
+        model = await asyncio.to_thread(SecurityClassifier.load, settings.model_dir,
+                                        version=settings.model_version, threshold=settings.threshold)
         classifier = ClassifierLayer(model, max_batch_size=settings.max_batch_size, max_wait_ms=settings.max_wait_ms)
         stack.push_async_callback(classifier.close)
         info = model.model_info

@@ -1,10 +1,10 @@
-"""python -m meshward.security.training [--force] [--check] [--print-dir] [--quiet]"""
+"""python -m meshward.security_training [--force] [--check] [--print-dir] [--quiet]"""
 from __future__ import annotations
 
 import argparse
 import sys
 
-from meshward.classifier.training import add_arguments, run_cli
+from meshward.training import add_arguments, run_cli
 
 from . import build_spec
 

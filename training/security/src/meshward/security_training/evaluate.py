@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from meshward.classifier.training.metrics import rate_at_threshold, recall_at_fpr, threshold_for_fpr
+from meshward.security.classifier import score_texts
+from meshward.training.metrics import rate_at_threshold, recall_at_fpr, threshold_for_fpr
 
-from ..classifier import score_texts
 from .data import BENIGN, LABELS, external_sets
 
 __all__ = ["TARGET_FPR", "external", "gates", "headline", "operating_point", "score"]

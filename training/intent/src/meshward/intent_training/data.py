@@ -21,10 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from meshward.classifier.training import Example, dedupe
 from meshward.contracts import OUT_OF_SCOPE
-
-from ..scope import Scope
+from meshward.intent.scope import Scope
+from meshward.training import Example, dedupe
 
 __all__ = ["DATA_DIR", "augment", "build_examples", "labels_for"]
 

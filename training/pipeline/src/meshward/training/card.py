@@ -31,7 +31,9 @@ def render_markdown(card: dict[str, Any]) -> str:
     lines = [f"# Model card: {card['name']} {card['version']}", "", card.get("description", ""), ""]
     lines += _table(["field", "value"], [
         ["model version", card["version"]],
-        ["key (hash of data, training code, base model, config)", card["key"]],
+        ["key (hash of data, training code, hyper-parameters, base model, preprocessing)", card["key"]],
+        ["preprocessing (checked by the service)", f"{card.get('preprocessing', {}).get('name')} "
+                                                   f"v{card.get('preprocessing', {}).get('version')}"],
         ["data hash", card["data"]["hash"]],
         ["base model", f"{card['base_model']['name']} ({card['base_model']['fingerprint']})"],
         ["labels", ", ".join(card["labels"])],

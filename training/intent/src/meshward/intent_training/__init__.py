@@ -1,22 +1,23 @@
-"""Training pipeline of the intent classifier (``python -m meshward.intent.training`` / ``meshward train intent``).
+"""Training pipeline of the intent classifier (``python -m meshward.intent_training`` / ``meshward train intent``).
 
 The model is trained for one scope file: its labels are the scope's intents plus out_of_scope, and the scope's
 content is part of the model key, so a changed scope file needs ``meshward train intent`` (make up does it).
-Torch-free at import; building needs the ``train`` extra.
+A build-time distribution: the intent service loads the built model (the newest one whose card names this
+scope's fingerprint) and never imports this. Torch-free at import; building imports torch.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from meshward.classifier import find_built
-from meshward.classifier.training import ModelSpec, TrainConfig, model_key
+from meshward.classifier import Preprocessing, find_built
+from meshward.intent.classifier import MODEL_NAME, PREPROCESSING_NAME, PREPROCESSING_VERSION, scope_fingerprint
+from meshward.intent.scope import Scope, load_scope
+from meshward.training import ModelSpec, TrainConfig, model_key
 
-from ..scope import Scope, load_scope
 from .data import DATA_DIR, build_examples, labels_for
 
 __all__ = ["MODEL_NAME", "build_spec", "find_model_dir", "key", "labels_for"]
 
-MODEL_NAME = "intent"
 CONFIG = TrainConfig(seed=13, epochs=5, batch_size=32, lr=1e-4, max_length=128, train_top_layers=3)
 _HERE = Path(__file__).resolve().parent
 
@@ -41,6 +42,7 @@ def build_spec(scope: Scope | None = None, scope_file: str | Path | None = None)
                      "Fine-tuned from all-MiniLM-L6-v2 with mean pooling; in scope when 1 - p(out_of_scope) reaches "
                      "the calibrated threshold."),
         labels=labels_for(scope),
+        preprocessing=Preprocessing(PREPROCESSING_NAME, PREPROCESSING_VERSION),
         key_parts=lambda: [_HERE / "__init__.py", _HERE / "data.py", _HERE / "evaluate.py", DATA_DIR,
                            scope.model_dump_json()],
         examples=lambda: build_examples(scope),
@@ -50,7 +52,7 @@ def build_spec(scope: Scope | None = None, scope_file: str | Path | None = None)
         headline=evaluate.headline,
         gates=evaluate.gates,
         config=CONFIG,
-        extra_card={"scope": scope.name},
+        extra_card={"scope": scope.name, "scope_fingerprint": scope_fingerprint(scope)},
     )
 
 
@@ -59,7 +61,7 @@ def key(scope: Scope | None = None) -> str:
 
 
 def find_model_dir(scope: Scope | None = None) -> Path:
-    """The cached model for this scope, data and code; ModelNotBuiltError (with the fix) when it is not built."""
+    """The build for this scope, data, training code and hyper-parameters; ModelNotBuiltError when there is none."""
     return find_built(MODEL_NAME, key(scope),
                       hint="run `meshward train intent` (with the same MESHWARD_INTENT_SCOPE_FILE), or `make models`; "
                            "`make up` and `make test` build it too")

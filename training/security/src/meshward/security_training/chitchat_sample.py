@@ -2,7 +2,7 @@
 
 The sample lives in the repo so that a build needs no extra package and its data hash covers it; this script
 is how it was made (``pip install chitchat-dataset==0.9.0``, then
-``python -m meshward.security.training.chitchat_sample > .../data/chitchat_benign.txt``).
+``python -m meshward.security_training.chitchat_sample > .../data/chitchat_benign.txt``).
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import sys
 
 HEADER = (
     "# A seeded sample of messages from the Chit Chat Challenge dataset (BYU PCC lab), MIT licence,\n"
-    "# as shipped by the PyPI package chitchat-dataset 0.9.0 (made by meshward.security.training.chitchat_sample,\n"
+    "# as shipped by the PyPI package chitchat-dataset 0.9.0 (made by meshward.security_training.chitchat_sample,\n"
     "# seed {seed}). One message per line; used as benign conversational text.\n"
 )
 

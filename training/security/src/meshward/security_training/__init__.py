@@ -1,6 +1,7 @@
-"""Training pipeline of the security classifier (``python -m meshward.security.training`` / ``meshward train security``).
+"""Training pipeline of the security classifier (``python -m meshward.security_training`` / ``meshward train security``).
 
-Torch-free at import: the service uses :func:`find_model_dir` at start-up. Building needs the ``train`` extra.
+A build-time distribution: the security service loads the built model and never imports this. Torch-free at
+import (:func:`key` for the stale-model test); building imports torch.
 """
 from __future__ import annotations
 
@@ -9,17 +10,16 @@ from pathlib import Path
 from typing import Any
 
 from meshward.classifier import find_built
-from meshward.classifier.training import Example, ModelSpec, TrainConfig, model_key, split_by_group
+from meshward.security.classifier import MODEL_NAME, PREPROCESSING
+from meshward.training import Example, ModelSpec, TrainConfig, model_key, split_by_group
 
 from .data import DATA_DIR, LABELS, build_examples, family_of
 
 __all__ = ["CONFIG", "LABELS", "MODEL_NAME", "build_spec", "find_model_dir", "held_out_splits", "key"]
 
-MODEL_NAME = "security"
 DISPLAY_NAME = "meshward-security-minilm"
 CONFIG = TrainConfig(seed=13, epochs=6, batch_size=32, lr=5e-5, max_length=128, train_top_layers=6)
 _HERE = Path(__file__).resolve().parent
-_PACKAGE = _HERE.parent
 
 DATA_HOW = (
     "Template families (data/templates.yaml x data/slots.yaml, seeded draws), hand-written examples "
@@ -42,7 +42,7 @@ def _base_pieces() -> Any:
 
 def _views(text: str) -> list[str]:
     """The canonical readings the service scores (the base model's tokenizer is the fine-tuned one's)."""
-    from ..classifier import views
+    from meshward.security.classifier import views
 
     return views(text, _base_pieces())
 
@@ -57,8 +57,8 @@ def build_spec() -> ModelSpec:
                      "(prompt_extraction, credential_extraction, role_manipulation, security_bypass, "
                      "config_inspection). Fine-tuned from all-MiniLM-L6-v2 with mean pooling; runs after the rules layer."),
         labels=LABELS,
-        key_parts=lambda: [_HERE / "__init__.py", _HERE / "data.py", _HERE / "evaluate.py", DATA_DIR,
-                           _PACKAGE / "classifier.py", _PACKAGE / "normalize.py"],
+        preprocessing=PREPROCESSING,
+        key_parts=lambda: [_HERE / "__init__.py", _HERE / "data.py", _HERE / "evaluate.py", DATA_DIR],
         examples=build_examples,
         data_how=DATA_HOW,
         score=evaluate.score,
@@ -82,5 +82,5 @@ def key() -> str:
 
 
 def find_model_dir() -> Path:
-    """The cached model for this data and code; ModelNotBuiltError (with the fix) when it is not built."""
+    """The build for the current data, training code and hyper-parameters; ModelNotBuiltError when there is none."""
     return find_built(MODEL_NAME, key())

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from meshward.classifier.training import Example, dedupe
+from meshward.training import Example, dedupe
 
 __all__ = ["BENIGN", "DATA_DIR", "LABELS", "build_examples", "external_sets", "family_of", "transform"]
 

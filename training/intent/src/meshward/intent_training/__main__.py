@@ -1,13 +1,13 @@
-"""python -m meshward.intent.training [--scope FILE] [--force] [--check] [--print-dir] [--quiet]"""
+"""python -m meshward.intent_training [--scope FILE] [--force] [--check] [--print-dir] [--quiet]"""
 from __future__ import annotations
 
 import argparse
 import os
 import sys
 
-from meshward.classifier.training import add_arguments, run_cli
+from meshward.intent.scope import ScopeError
+from meshward.training import add_arguments, run_cli
 
-from ..scope import ScopeError
 from . import build_spec
 
 
