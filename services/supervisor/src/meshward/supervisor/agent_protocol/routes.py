@@ -21,7 +21,19 @@ from .models import AssistantSearch, HistoryRequest, RunCreate, ThreadCreate, Th
 from .runs import NoPendingInterrupt, RunManager, run_view
 from .store import Conflict, NotFound
 
-router = APIRouter(tags=["agent-protocol"])
+class Detail(BaseModel):
+    """The error body the langgraph-sdk reads."""
+
+    detail: str
+
+
+# Every route can answer these (unknown id, busy thread / nothing to resume, bad body, no bus): declared once.
+router = APIRouter(tags=["agent-protocol"], responses={
+    404: {"model": Detail, "description": "unknown assistant, thread or run"},
+    409: {"model": Detail, "description": "busy thread (reject), existing thread, nothing to resume"},
+    422: {"model": Detail, "description": "the body or a parameter did not validate"},
+    503: {"model": Detail, "description": "the Agent Protocol needs the bus (not in the in-process mode)"},
+})
 _THREAD_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _RUN_ID = re.compile(r"^[A-Za-z0-9-]{1,64}$")
 STARTED = "2026-01-01T00:00:00+00:00"  # the one assistant's fixed creation time
