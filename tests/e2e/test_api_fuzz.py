@@ -7,7 +7,11 @@ import asyncio
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
-from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance, response_schema_conformance
+from schemathesis.specs.openapi.checks import (
+    negative_data_rejection,
+    positive_data_acceptance,
+    response_schema_conformance,
+)
 
 pytestmark = pytest.mark.e2e
 # The Agent Protocol routes read their bodies as the langgraph-sdk sends them (the document does not describe

@@ -21,6 +21,7 @@ from .models import AssistantSearch, HistoryRequest, RunCreate, ThreadCreate, Th
 from .runs import NoPendingInterrupt, RunManager, run_view
 from .store import Conflict, NotFound
 
+
 class Detail(BaseModel):
     """The error body the langgraph-sdk reads."""
 
