@@ -28,6 +28,9 @@ from .llm import (
     Usage,
 )
 from .memory import (
+    ClusterChange,
+    ClusterChangesReply,
+    ClusterChangesRequest,
     ContextReply,
     ContextRequest,
     HistoryReply,
@@ -72,7 +75,7 @@ __all__ = [
     "AttemptOutcome", "ChatChunk", "ChatMessage", "ChatRequest", "ChatResponse", "ChatRole", "CheckMode",
     "ProviderAttempt", "ToolCallRequestByModel", "Usage",
     "ClusterAudit", "ClusterHealthChecked",
-    "AgentDecision", "CONTRACTS_VERSION", "Content", "ContextReply", "ContextRequest", "Hit", "InsightsReply",
+    "AgentDecision", "CONTRACTS_VERSION", "Content", "ContextReply", "ContextRequest", "ClusterChange", "ClusterChangesReply", "ClusterChangesRequest", "Hit", "InsightsReply",
     "InsightsRequest", "RetractThreatReply", "RetractThreatRequest", "SearchReply", "SearchRequest",
     "SimilarThreatsReply", "SimilarThreatsRequest", "DataContent", "DecidingLayer", "ENDPOINTS", "EVENTS", "Endpoint",
     "ErrorCode", "ErrorReply", "Event", "HealthReply", "HealthRequest", "HistoryReply", "HistoryRequest",

@@ -18,6 +18,8 @@ from .health import HealthReply, HealthRequest
 from .intent import IntentRequest, IntentResult
 from .llm import ChatRequest, ChatResponse
 from .memory import (
+    ClusterChangesReply,
+    ClusterChangesRequest,
     ContextReply,
     ContextRequest,
     HistoryReply,
@@ -59,6 +61,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(s.MEMORY_INSIGHTS, InsightsRequest, InsightsReply, "memory", "Violation totals, distribution, last seen."),
     Endpoint(s.MEMORY_RETRACT_THREAT, RetractThreatRequest, RetractThreatReply, "memory", "Retract a learned threat (operator fix for a false block)."),
     Endpoint(s.MEMORY_CONTEXT, ContextRequest, ContextReply, "memory", "A thread's compressed context (summary + recent turns)."),
+    Endpoint(s.MEMORY_CLUSTER_CHANGES, ClusterChangesRequest, ClusterChangesReply, "memory", "Cluster state changes in a window, from stored health and audit events."),
     Endpoint(s.LLM_CHAT, ChatRequest, ChatResponse, "llm", "Chat completion with tool calling; streams ChatChunk on stream_subject."),
 ) + tuple(
     Endpoint(s.health(name), HealthRequest, HealthReply, name, f"Readiness of the {name} service.")

@@ -15,6 +15,7 @@ MEMORY_SIMILAR_THREATS = f"{PREFIX}.memory.similar_threats"
 MEMORY_INSIGHTS = f"{PREFIX}.memory.insights"
 MEMORY_RETRACT_THREAT = f"{PREFIX}.memory.retract_threat"
 MEMORY_CONTEXT = f"{PREFIX}.memory.context"
+MEMORY_CLUSTER_CHANGES = f"{PREFIX}.memory.cluster_changes"
 LLM_CHAT = f"{PREFIX}.llm.chat"
 
 SERVICES = ("security", "intent", "tools", "memory", "llm", "supervisor")

@@ -6,12 +6,15 @@ import logging
 import time
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 from meshward.bus import Service, ServiceError
 from meshward.bus import context as request_context
 from meshward.bus.events import EventConsumer
 from meshward.contracts import (
     ClusterAudit,
+    ClusterChangesReply,
+    ClusterChangesRequest,
     ClusterHealthChecked,
     ContextReply,
     ContextRequest,
@@ -36,6 +39,7 @@ from meshward.contracts import (
     subjects,
 )
 
+from .cluster_changes import changes_from_events
 from .context import ContextBudget, ContextCompressor, turn_text
 from .ingest import GroupCommit
 from .learning import LearningPolicy
@@ -169,6 +173,14 @@ def create_service(settings: MemorySettings | None = None) -> Service[MemoryStat
         marked = await service.state.store.retract(req.threat_id)
         removed = await service.state.semantic.retract_threat(req.threat_id)
         return RetractThreatReply(threat_id=req.threat_id, retracted=marked or removed)
+
+    @service.handler(subjects.MEMORY_CLUSTER_CHANGES, ClusterChangesRequest)
+    async def cluster_changes(req: ClusterChangesRequest) -> ClusterChangesReply:
+        await caught_up()
+        since = datetime.now(UTC) - timedelta(hours=req.since_hours)
+        baseline, events, truncated = await service.state.store.cluster_events_since(since, req.cluster, req.limit)
+        changes, latest, checks = changes_from_events(baseline, events)
+        return ClusterChangesReply(since=since, changes=changes, checks=checks, latest=latest, truncated=truncated)
 
     @service.handler(subjects.MEMORY_CONTEXT, ContextRequest)
     async def context(req: ContextRequest) -> ContextReply:
