@@ -40,6 +40,8 @@ async def system(otlp, upstreams):
         # cluster registration from the graph (tests/e2e/test_cluster.py); a throwaway key for sealing credentials
         "MESHWARD_CLUSTER_WRITE": "allow",
         "MESHWARD_SECRET_KEY": "e2e-Kp4vQ9xZ2mT7rW1nB8yH3cF6jL0sD5gA",
+        # the periodic cluster health check, fast enough for a test to see a change arrive in memory
+        "MESHWARD_CLUSTER_HEALTH_INTERVAL_S": "1",
         # a small context budget so that a short e2e conversation is compressed (default 20k tokens)
         "MESHWARD_MEMORY_CONTEXT_THRESHOLD_TOKENS": "60",
         "MESHWARD_MEMORY_CONTEXT_MAX_TOKENS": "400",

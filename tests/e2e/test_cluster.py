@@ -78,6 +78,43 @@ async def test_register_then_health_and_version_from_a_loopback_api_server(http,
     assert otlp.payloads and all(TOKEN.encode() not in p for p in otlp.payloads)
 
 
+async def test_periodic_health_checks_reach_memory_and_answer_what_changed(http, system):
+    """The tools service's periodic check (MESHWARD_CLUSTER_HEALTH_INTERVAL_S, 1 s in this stack) publishes health
+    events; memory stores them; "what changed on orion in the last hour?" is answered from them."""
+    with FakeKube(token=TOKEN, cluster=healthy_cluster()) as kube:
+        r = await ask(http, f"register the cluster orion at {kube.url} with token {TOKEN}")
+        assert r["status"] == "answered" and r["answer"].startswith("Registered cluster orion"), r
+
+        def scheduled(verdict):
+            with sqlite3.connect(system["data_dir"] / "memory.db") as conn:
+                rows = conn.execute("SELECT state, detail FROM cluster_events WHERE kind = 'cluster_health' AND cluster = 'orion'").fetchall()
+            return [row for row in rows if row[0] == verdict and '"scheduled"' in row[1]]
+
+        async def healthy_stored():
+            return scheduled("healthy")
+
+        assert await eventually(healthy_stored), "no scheduled health event of orion reached memory"
+        kube.cluster = degrade(healthy_cluster())  # a node goes NotReady, a pod crash-loops
+
+        async def degraded_answer():
+            c = await ask(http, "what changed on orion in the last hour?")
+            return c if "orion went degraded (was healthy)" in c["answer"] else None
+
+        c = await eventually(degraded_answer, timeout=30)
+        assert c, "the degradation never showed up in the answer"
+    assert c["intent"] == "cluster_changes" and c["tier"] == "fast" and c["tools_used"] == ["memory.cluster_changes"], c
+    assert scheduled("degraded") and "w-2" in c["answer"] and c["answer"].startswith(("1 change", "2 changes", "3 changes")), c["answer"]
+    assert TOKEN not in str(c)
+
+    # the fake API server is gone: the next scheduled round finds orion unreachable, and that is a change too
+    async def unreachable_answer():
+        u = await ask(http, "what changed since yesterday?")
+        return u if "orion went unreachable (was degraded)" in u["answer"] else None
+
+    u = await eventually(unreachable_answer, timeout=30)
+    assert u and "not healthy now:" in u["answer"] and "orion (unreachable)" in u["answer"], u
+
+
 async def test_mcp_refuses_cluster_writes(system):
     async with Client(system["mcp_url"]) as client:
         names = {t.name for t in (await client.list_tools()).tools}

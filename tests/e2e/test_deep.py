@@ -45,7 +45,7 @@ async def test_the_embedded_model_answers_an_open_question_in_the_deep_tier(syst
         assert r.status_code == 200
         body = r.json()
         assert body["status"] == "answered", body["answer"]
-        assert body["tier"] == "deep" and body["intent"] == "diagnostics"
+        assert body["tier"] == "deep" and body["intent"] == "ops_knowledge"
         assert body["model"].startswith("embedded/")
         assert body["usage"]["completion_tokens"] > 0 and body["usage"]["prompt_tokens"] > 0
         assert 0.0 <= body["confidence"] <= 1.0
@@ -108,6 +108,30 @@ async def test_a_chain_whose_first_two_providers_fail_is_answered_by_the_third(c
     # the good provider was offered the intent's tools only
     offered = {t["function"]["name"] for t in chain["good"].requests[0].get("tools", [])}
     assert offered <= {"cli_execute"}
+
+
+@pytest.mark.parametrize("question", ["Explain how TCP congestion control works", "calculate the sum of the first ten primes"])
+async def test_ops_knowledge_and_unreadable_math_reach_the_deep_tier(chain, question):
+    """An explanation question is in scope (ops_knowledge, no template); a math question the calculator's grammar
+    cannot read goes from the calculator's "No calculation found" to the deep tier instead of a dead end."""
+    async with httpx.AsyncClient(base_url=chain["url"], timeout=120) as http:
+        await llm_ready(http)
+        body = (await http.post("/v1/ask", json={"question": question})).json()
+    assert body["status"] == "answered" and body["tier"] == "deep" and body["model"] == "p3/fake-model", body
+    assert body["intent"] in ("ops_knowledge", "calculation")
+    if body["intent"] == "calculation":
+        assert body["route"][:4] == ["security", "intent", "assess", "tools"] and "reason" in body["route"]
+        assert "no calculation" in body["tier_reason"]
+
+
+async def test_scope_boundary_after_the_retrain(chain):
+    async with httpx.AsyncClient(base_url=chain["url"], timeout=60) as http:
+        weather = (await http.post("/v1/ask", json={"question": "What is the weather like?"})).json()
+        where = (await http.post("/v1/ask", json={"question": "where am I?"})).json()
+        off = (await http.post("/v1/ask", json={"question": "Why are flamingos pink?"})).json()
+    assert (weather["intent"], weather["status"]) == ("weather", "answered"), weather
+    assert (where["intent"], where["status"]) == ("location", "answered") and where["tools_used"] == ["public_ip", "ip_geolocate"], where
+    assert off["status"] == "refused" and off["refusal_reason"] == "out_of_scope", off
 
 
 async def test_every_provider_down_is_a_clear_error_and_the_fast_tier_still_answers(chain):

@@ -50,6 +50,15 @@ def test_questions_phrased_unlike_any_training_data(intent_model):
     ("Calculate 6 * 7", "calculation"),
     ("what did I just ask?", "assistant_help"),
     ("Write me a poem about the sea", OUT_OF_SCOPE),
+    # issue #10/#15 leftovers: ops knowledge goes to the deep tier, changes to memory, "where am I?" is location
+    ("Explain how TCP congestion control works", "ops_knowledge"),
+    ("Why would load average be high while CPU usage is low?", "ops_knowledge"),
+    ("What is the weather like?", "weather"),
+    ("where am I?", "location"),
+    ("what changed since yesterday?", "cluster_changes"),
+    ("what changed on lab in the last hour?", "cluster_changes"),
+    ("Explain how the immune system works.", OUT_OF_SCOPE),
+    ("Why are flamingos pink?", OUT_OF_SCOPE),
 ])
 def test_what_the_end_to_end_tests_rely_on(intent_model, text, intent):
     assert intent_model.classify(text).intent == intent

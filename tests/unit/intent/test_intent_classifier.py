@@ -10,7 +10,7 @@ from meshward.embedding import get_encoder
 from meshward.intent.classifier import ScopeClassifier
 from meshward.intent.scope import load_scope
 
-INTENTS = {"weather", "location", "calculation", "chart", "document", "diagnostics", "cluster_register", "cluster_info", "cluster_health", "assistant_help"}
+INTENTS = {"weather", "location", "calculation", "chart", "document", "diagnostics", "cluster_register", "cluster_info", "cluster_health", "cluster_changes", "ops_knowledge", "assistant_help"}
 
 IN_SCOPE: list[tuple[str, str]] = [
     # weather
@@ -65,6 +65,14 @@ IN_SCOPE: list[tuple[str, str]] = [
     ("Which Kubernetes version is orion on?", "cluster_info"),
     ("Are any pods failing in cluster orion?", "cluster_health"),
     ("is orion healthy right now?", "cluster_health"),
+    # cluster_changes (from the periodic health checks stored in memory)
+    ("What changed on orion over the past six hours?", "cluster_changes"),
+    ("did any of our clusters change state since yesterday morning?", "cluster_changes"),
+    ("Show me what happened to the clusters overnight", "cluster_changes"),
+    # ops_knowledge (explanations, answered by the deep tier)
+    ("What is the difference between RAID 1 and RAID 6?", "ops_knowledge"),
+    ("Explain how a Kubernetes readiness probe differs from a startup probe", "ops_knowledge"),
+    ("How does ARP resolve an address on a LAN?", "ops_knowledge"),
     # assistant_help
     ("What sort of things can you help me with?", "assistant_help"),
     ("hey", "assistant_help"),

@@ -7,7 +7,7 @@ import pytest
 import yaml
 from meshward.intent.scope import IntentSpec, Scope, ScopeError, load_scope
 
-SCOPE_INTENTS = {"weather", "location", "calculation", "chart", "document", "diagnostics", "cluster_register", "cluster_info", "cluster_health", "assistant_help"}
+SCOPE_INTENTS = {"weather", "location", "calculation", "chart", "document", "diagnostics", "cluster_register", "cluster_info", "cluster_health", "cluster_changes", "ops_knowledge", "assistant_help"}
 
 
 def _write(tmp_path: Path, data: object) -> Path:

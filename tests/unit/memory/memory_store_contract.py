@@ -20,6 +20,7 @@ from meshward.contracts import (
     StatsReply,
     ThreatCategory,
 )
+from meshward.memory.cluster_changes import changes_from_events
 from meshward.memory.migrations import (
     MIGRATIONS,
     agent_decisions,
@@ -299,6 +300,24 @@ class MemoryStoreContract:
         assert log[0].arguments["token"] == {"$secret": "token"}  # the placeholder, never a secret
         only_a = await store.approvals("thread-a", limit=10)
         assert [e.approval_id for e in only_a] == ["ap-1"] and only_a[0].policy_reason == "not on the allowlist"
+    async def test_cluster_changes_keep_a_baseline_before_the_window(self, store):
+        def health(minutes, cluster, verdict, *reasons):
+            return ClusterHealthChecked(cluster=cluster, verdict=verdict, reasons=list(reasons), source="scheduled",
+                                        occurred_at=T0 + timedelta(minutes=minutes))
+        for event in (health(-90, "lab", "healthy"), health(-80, "edge", "degraded", "w-1 not ready"), health(-5, "lab", "healthy"),
+                      health(10, "lab", "degraded", "w-2 not ready"), health(20, "lab", "degraded", "w-2 not ready"),
+                      health(30, "lab", "healthy"), health(40, "edge", "degraded", "w-1 not ready")):
+            await store.record_cluster_event(event)
+        await store.record_cluster_event(ClusterAudit(action="removed", cluster="old", occurred_at=T0 + timedelta(minutes=15)))
+        baseline, events, truncated = await store.cluster_events_since(T0, None, 50)
+        assert baseline == {"lab": ("healthy", []), "edge": ("degraded", ["w-1 not ready"])} and not truncated
+        assert [(e[2], e[3]) for e in events] == [("lab", "degraded"), ("old", "removed"), ("lab", "degraded"), ("lab", "healthy"), ("edge", "degraded")]
+        changes, latest, checks = changes_from_events(baseline, events)
+        assert [(c.cluster, c.previous, c.state) for c in changes] == [("lab", "healthy", "degraded"), ("old", None, "removed"), ("lab", "degraded", "healthy")]
+        assert changes[0].reasons == ["w-2 not ready"] and checks == 4
+        assert latest == {"lab": "healthy", "edge": "degraded", "old": "removed"}
+        baseline, events, truncated = await store.cluster_events_since(T0, "lab", 2)
+        assert baseline == {"lab": ("healthy", [])} and truncated and [e[0] for e in events] == [T0 + timedelta(minutes=20), T0 + timedelta(minutes=30)]
 
     async def test_migrations_are_idempotent(self, store_url):
         first, second = await asyncio.gather(MemoryStore.open(store_url), MemoryStore.open(store_url))

@@ -1,8 +1,11 @@
 """In-memory AgentPorts for unit tests of the graph logic (no network)."""
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from meshward.contracts import (
     ChatResponse,
+    ClusterChangesReply,
     ContextReply,
     DataContent,
     DecidingLayer,
@@ -35,7 +38,7 @@ def reply(content="", tool_calls=(), finish_reason=None, provider="fake", model=
 
 class FakePorts:
     def __init__(self, intent="calculation", in_scope=True, threat=None, tool_error=None, fail=None, leak=False, tools=("calculator",), results=None,
-                 chat=(), content_threats=(), context=None, similar=(), needs_approval=()):
+                 chat=(), content_threats=(), context=None, similar=(), needs_approval=(), changes=None):
         self.intent, self.in_scope, self.threat = intent, in_scope, threat
         self.tool_error, self.fail, self.leak, self.tools = tool_error, fail, leak, tools
         self.results = results or {}  # tool name -> list of content dicts
@@ -43,6 +46,7 @@ class FakePorts:
         self.content_threats = set(content_threats)  # sources whose content security blocks
         self.context = context  # ContextReply for the thread, or None
         self.similar = list(similar)  # Hits of memory.search
+        self.changes = changes  # ClusterChangesReply of memory.cluster_changes
         self.events = []
         self.calls = []
         self.tool_calls = []
@@ -103,6 +107,11 @@ class FakePorts:
     async def search_memory(self, query, k):
         self._maybe_fail("memory")
         return SearchReply(hits=self.similar[:k])
+
+    async def cluster_changes(self, request):
+        self._maybe_fail("memory")
+        self.tool_calls.append(("memory.cluster_changes", request.model_dump(exclude_none=True)))
+        return self.changes or ClusterChangesReply(since=datetime.now(UTC), changes=[], checks=0)
 
     async def chat(self, request, on_token=None, timeout=None):
         self._maybe_fail("llm")

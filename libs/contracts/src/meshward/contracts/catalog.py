@@ -21,6 +21,8 @@ from .llm import ChatRequest, ChatResponse
 from .memory import (
     ApprovalsReply,
     ApprovalsRequest,
+    ClusterChangesReply,
+    ClusterChangesRequest,
     ContextReply,
     ContextRequest,
     HistoryReply,
@@ -64,6 +66,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(s.MEMORY_RETRACT_THREAT, RetractThreatRequest, RetractThreatReply, "memory", "Retract a learned threat (operator fix for a false block)."),
     Endpoint(s.MEMORY_CONTEXT, ContextRequest, ContextReply, "memory", "A thread's compressed context (summary + recent turns)."),
     Endpoint(s.MEMORY_APPROVALS, ApprovalsRequest, ApprovalsReply, "memory", "The approval audit log, newest first."),
+    Endpoint(s.MEMORY_CLUSTER_CHANGES, ClusterChangesRequest, ClusterChangesReply, "memory", "Cluster state changes in a window, from stored health and audit events."),
     Endpoint(s.LLM_CHAT, ChatRequest, ChatResponse, "llm", "Chat completion with tool calling; streams ChatChunk on stream_subject."),
 ) + tuple(
     Endpoint(s.health(name), HealthRequest, HealthReply, name, f"Readiness of the {name} service.")

@@ -120,3 +120,26 @@ class ApprovalEntry(Message):
 
 class ApprovalsReply(Message):
     entries: list[ApprovalEntry]
+class ClusterChangesRequest(Message):
+    """Changes of the registered clusters within a window, from the stored health-check and audit events."""
+
+    cluster: str | None = Field(default=None, min_length=1, max_length=64)
+    since_hours: float = Field(default=24.0, gt=0, le=24 * 31)
+    limit: int = Field(default=50, ge=1, le=500)
+
+
+class ClusterChange(Message):
+    cluster: str
+    occurred_at: datetime
+    kind: Literal["cluster_health", "cluster_audit"]
+    previous: str | None = None  # the state before (None: no earlier event stored)
+    state: str  # healthy | degraded | unreachable, or registered | updated | removed
+    reasons: list[str] = Field(default_factory=list)
+
+
+class ClusterChangesReply(Message):
+    since: datetime
+    changes: list[ClusterChange]  # oldest first
+    checks: int  # health checks stored in the window (0: no periodic check ran, or none recorded)
+    latest: dict[str, str] = Field(default_factory=dict)  # cluster -> last known state
+    truncated: bool = False

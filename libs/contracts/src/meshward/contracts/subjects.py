@@ -17,6 +17,7 @@ MEMORY_INSIGHTS = f"{PREFIX}.memory.insights"
 MEMORY_RETRACT_THREAT = f"{PREFIX}.memory.retract_threat"
 MEMORY_CONTEXT = f"{PREFIX}.memory.context"
 MEMORY_APPROVALS = f"{PREFIX}.memory.approvals"
+MEMORY_CLUSTER_CHANGES = f"{PREFIX}.memory.cluster_changes"
 LLM_CHAT = f"{PREFIX}.llm.chat"
 
 SERVICES = ("security", "intent", "tools", "memory", "llm", "supervisor")

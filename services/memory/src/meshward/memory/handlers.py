@@ -6,6 +6,7 @@ import logging
 import time
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 from meshward.bus import Service, ServiceError
 from meshward.bus import context as request_context
@@ -15,6 +16,8 @@ from meshward.contracts import (
     ApprovalsReply,
     ApprovalsRequest,
     ClusterAudit,
+    ClusterChangesReply,
+    ClusterChangesRequest,
     ClusterHealthChecked,
     ContextReply,
     ContextRequest,
@@ -39,6 +42,7 @@ from meshward.contracts import (
     subjects,
 )
 
+from .cluster_changes import changes_from_events
 from .context import ContextBudget, ContextCompressor, turn_text
 from .ingest import GroupCommit
 from .learning import LearningPolicy
@@ -179,6 +183,13 @@ def create_service(settings: MemorySettings | None = None) -> Service[MemoryStat
     async def approval_log(req: ApprovalsRequest) -> ApprovalsReply:
         await caught_up()  # a decision just made is in the log
         return ApprovalsReply(entries=await service.state.store.approvals(req.thread_id, req.limit))
+    @service.handler(subjects.MEMORY_CLUSTER_CHANGES, ClusterChangesRequest)
+    async def cluster_changes(req: ClusterChangesRequest) -> ClusterChangesReply:
+        await caught_up()
+        since = datetime.now(UTC) - timedelta(hours=req.since_hours)
+        baseline, events, truncated = await service.state.store.cluster_events_since(since, req.cluster, req.limit)
+        changes, latest, checks = changes_from_events(baseline, events)
+        return ClusterChangesReply(since=since, changes=changes, checks=checks, latest=latest, truncated=truncated)
 
     @service.handler(subjects.MEMORY_CONTEXT, ContextRequest)
     async def context(req: ContextRequest) -> ContextReply:

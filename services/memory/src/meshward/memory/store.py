@@ -272,6 +272,29 @@ class MemoryStore:
             rows = (await conn.execute(query)).mappings().all()
         fields = set(ApprovalEntry.model_fields)
         return [ApprovalEntry(**{k: v for k, v in r.items() if k in fields}) for r in rows]
+    async def cluster_events_since(self, since: datetime, cluster: str | None, limit: int
+                                   ) -> tuple[dict[str, tuple[str, list[str]]], list[tuple[datetime, str, str, str, dict[str, Any]]], bool]:
+        """The last health event per cluster before `since` (the baseline), and the events from `since` on, oldest
+        first, at most `limit` (True when more were stored: the newest are kept)."""
+        c = cluster_events.c
+        scope = [c.cluster == cluster] if cluster else []
+        last_before = (
+            select(c.cluster, func.max(c.occurred_at).label("at"))
+            .where(c.kind == "cluster_health", c.occurred_at < since, *scope)
+            .group_by(c.cluster)
+            .subquery()
+        )
+        async with self._engine.connect() as conn:
+            base = (await conn.execute(
+                select(c.cluster, c.state, c.detail).join(last_before, (c.cluster == last_before.c.cluster) & (c.occurred_at == last_before.c.at))
+                .where(c.kind == "cluster_health")
+            )).all()
+            rows = (await conn.execute(
+                select(c.occurred_at, c.kind, c.cluster, c.state, c.detail).where(c.occurred_at >= since, *scope)
+                .order_by(c.occurred_at.desc(), c.id.desc()).limit(limit + 1)
+            )).all()
+        baseline = {r[0]: (r[1], list((r[2] or {}).get("reasons") or [])) for r in base}
+        return baseline, [tuple(r) for r in reversed(rows[:limit])], len(rows) > limit
 
     async def mark_learned(self, event_id: str) -> None:
         async with self._writer.begin() as conn:

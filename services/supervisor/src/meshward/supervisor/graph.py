@@ -24,12 +24,22 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 from meshward.bus import context, tracer
 from meshward.bus.tracing import current_trace_id
-from meshward.contracts import OUT_OF_SCOPE, ChatMessage, ChatRequest, ChatRole, RemoteError, RoutingDecision, subjects
+from meshward.contracts import (
+    OUT_OF_SCOPE,
+    ChatMessage,
+    ChatRequest,
+    ChatRole,
+    ClusterChangesRequest,
+    RemoteError,
+    RoutingDecision,
+    subjects,
+)
 from meshward.telemetry import names
 from opentelemetry.trace import Status, StatusCode
 
 from . import approvals, deep
 from .assess import assess
+from .clusters import CHANGES_CALL
 from .credentials import for_screening, reveal
 from .planner import Plan, compose_answer, plan, resolve_arguments
 from .planner import ToolCall as _Call
@@ -118,6 +128,12 @@ def _rule(state: AskState) -> tuple[str, str]:
     if state.get("output") is None:
         return "output_check", "answer not checked yet"
     return FINISH, "answer checked"
+
+
+def _no_calculation(results: list[dict[str, Any]]) -> bool:
+    """The calculator's "No calculation found" outcome (its grammar read no expression), not a math error."""
+    return any(r.get("name") == "calculator" and r.get("error", {}).get("code") == "bad_request"
+               and str(r["error"].get("message", "")).startswith("No calculation found") for r in results)
 
 
 def _next(state: AskState) -> str:
@@ -224,6 +240,9 @@ class GraphBuilder:
         except KeyError as e:
             return {"name": call.name, "error": {"code": "internal", "message": f"{call.name} needs {e} from an earlier step, which did not provide it"}}
         try:
+            if call.name == CHANGES_CALL:  # answered by memory from the stored cluster events
+                reply = await self.ports.cluster_changes(ClusterChangesRequest.model_validate(arguments))
+                return {"name": call.name, "data": reply.model_dump(mode="json")}
             return (await self.ports.call_tool(call.name, arguments)).model_dump(mode="json")
         except RemoteError as e:
             failed = {"name": call.name, "error": e.error.model_dump(mode="json")}
@@ -253,6 +272,10 @@ class GraphBuilder:
             update["pending_approval"] = approvals.pending(r["name"], r["arguments"], r["error"]["message"], self.deep.approval_timeout_s, origin="tools", index=waiting)
         if system_failures:
             update["error"] = f"tools: {system_failures[0]['error']['message']}"
+        elif self.deep.enabled and p.purpose == "calculation" and _no_calculation(ordered):
+            # a math question in words the grammar cannot read: the deep tier (with the calculator) tries it
+            reason = "the calculator found no calculation it can read; the deep tier answers"
+            update.update(tier="deep", tier_reason=reason, decisions=self._decision(state, "assess", "deep", reason))
         return update
 
     async def approval(self, state: AskState) -> dict[str, Any]:

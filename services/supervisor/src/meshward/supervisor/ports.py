@@ -19,6 +19,8 @@ from meshward.contracts import (
     ChatRequest,
     ChatResponse,
     CheckMode,
+    ClusterChangesReply,
+    ClusterChangesRequest,
     ContextReply,
     ContextRequest,
     Event,
@@ -58,6 +60,7 @@ class AgentPorts(Protocol):
     async def check_output(self, answer: str, question: str) -> OutputVerdict: ...
     async def thread_context(self, thread_id: str) -> ContextReply: ...
     async def search_memory(self, query: str, k: int) -> SearchReply: ...
+    async def cluster_changes(self, request: ClusterChangesRequest) -> ClusterChangesReply: ...
     async def chat(self, request: ChatRequest, on_token: TokenSink | None = None, timeout: float | None = None) -> ChatResponse: ...
     def emit(self, subject: str, event: Event) -> None: ...
     async def publish(self, subject: str, event: Event) -> None: ...
@@ -96,6 +99,9 @@ class NatsPorts:
 
     async def search_memory(self, query: str, k: int) -> SearchReply:
         return await self.bus.request(subjects.MEMORY_SEARCH, SearchRequest(query=query[:4_000], collection="interactions", k=k), SearchReply)
+
+    async def cluster_changes(self, request: ClusterChangesRequest) -> ClusterChangesReply:
+        return await self.bus.request(subjects.MEMORY_CLUSTER_CHANGES, request, ClusterChangesReply)
 
     async def chat(self, request: ChatRequest, on_token: TokenSink | None = None, timeout: float | None = None) -> ChatResponse:
         """One completion; with `on_token`, the llm service's ChatChunk stream is read from a private inbox."""
