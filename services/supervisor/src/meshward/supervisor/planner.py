@@ -24,6 +24,8 @@ TOOLS_FOR_INTENT: dict[str, tuple[str, ...]] = {
     "chart": ("plot",),
     "document": ("pdf_extract",),
     "diagnostics": ("cli_execute",),
+    # explanations (deep tier only): the model may read this host's state to ground them
+    "ops_knowledge": ("cli_execute",),
     **CLUSTER_TOOLS,
 }
 
@@ -32,7 +34,8 @@ CAPABILITIES = (
     "(for example \"17% of 250\" or \"sqrt(144) + 3\"), tell you the weather and location of the data center, "
     "draw charts (\"bar chart of cpu 30, memory 50, disk 20\"), answer questions about PDFs you attach, "
     "run read-only host diagnostics (disk, memory, uptime, load, CPU, top processes), "
-    "report on registered Kubernetes clusters (\"which clusters do we have?\", \"is prod-eu healthy?\"), "
+    "report on registered Kubernetes clusters (\"which clusters do we have?\", \"is prod-eu healthy?\", "
+    "\"what changed since yesterday?\"), explain operations topics (\"why would load be high with an idle CPU?\"), "
     "and recall what you asked earlier in this conversation."
 )
 
