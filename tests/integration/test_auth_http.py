@@ -1,40 +1,18 @@
 """API keys, rate limits and CORS over a real socket: the supervisor app served by uvicorn (agents in-process)."""
 from __future__ import annotations
 
-import asyncio
-import contextlib
-
-import httpx
 import pytest
-import uvicorn
 from meshward.devstack.cli import main as meshward
 from meshward.devstack.nats_server import free_port
-from meshward.supervisor.api import create_app
 from meshward.supervisor.auth import AuthMiddleware, Keys
 from meshward.supervisor.settings import SupervisorSettings
 
-from tests.unit.supervisor.fakes import FakePorts
+from tests.served import serve
 
 pytestmark = pytest.mark.integration
 
 CI_KEY = "ci-key-" + "k" * 32
 ORIGIN = "http://console.example"
-
-
-@contextlib.asynccontextmanager
-async def serve(settings: SupervisorSettings, ports: FakePorts | None = None):
-    server = uvicorn.Server(uvicorn.Config(create_app(settings, local_ports=ports or FakePorts()), host="127.0.0.1", port=settings.http_port, log_level="warning", lifespan="on"))
-    task = asyncio.create_task(server.serve())
-    try:
-        while not server.started:
-            if task.done():
-                task.result()
-            await asyncio.sleep(0.01)  # polling uvicorn's own readiness flag
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{settings.http_port}", timeout=20) as http:
-            yield http
-    finally:
-        server.should_exit = True
-        await task
 
 
 def settings_for(tmp_path, **kw) -> SupervisorSettings:

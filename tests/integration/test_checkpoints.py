@@ -3,39 +3,24 @@ Postgres (MESHWARD_CHECKPOINT_URL, pooled, no prepared statements). The app is s
 real HTTP with the same settings; the second serving continues the first one's thread."""
 from __future__ import annotations
 
-import asyncio
-
-import httpx
 import pytest
-import uvicorn
 from meshward.devstack.nats_server import free_port
-from meshward.supervisor.api import create_app
 from meshward.supervisor.checkpoints import open_checkpointer
 from meshward.supervisor.settings import SupervisorSettings
 from pydantic import ValidationError
 
 from tests.pg import SERVER, scratch_database
-from tests.unit.supervisor.fakes import FakePorts
+from tests.served import serve
 
 pytestmark = pytest.mark.integration
 
 
 async def ask_once(settings: SupervisorSettings, body: dict) -> dict:
     """Start the supervisor, ask, stop it (its lifespan closes the checkpointer)."""
-    server = uvicorn.Server(uvicorn.Config(create_app(settings, local_ports=FakePorts()), host="127.0.0.1", port=settings.http_port, log_level="warning", lifespan="on"))
-    task = asyncio.create_task(server.serve())
-    try:
-        while not server.started:
-            if task.done():
-                task.result()
-            await asyncio.sleep(0.01)  # polling uvicorn's own readiness flag
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{settings.http_port}", timeout=20) as http:
-            r = await http.post("/v1/ask", json=body)
-            assert r.status_code == 200, r.text
-            return r.json()
-    finally:
-        server.should_exit = True
-        await task
+    async with serve(settings) as http:
+        r = await http.post("/v1/ask", json=body)
+        assert r.status_code == 200, r.text
+        return r.json()
 
 
 async def survives_restart(settings: SupervisorSettings) -> None:

@@ -8,7 +8,8 @@ import re
 import pytest
 from meshward.devstack.cli import main as meshward
 
-from tests.integration.test_auth_http import CI_KEY, serve, settings_for
+from tests.integration.test_auth_http import CI_KEY, settings_for
+from tests.served import serve
 from tests.unit.supervisor.fakes import FakePorts, reply
 
 pytestmark = pytest.mark.integration

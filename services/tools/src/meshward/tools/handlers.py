@@ -84,32 +84,26 @@ def create_service(settings: ToolsSettings | None = None, registry: ToolRegistry
     async def list_tools(_: ToolListRequest) -> ToolCatalog:
         return ToolCatalog(tools=registry.catalog())
 
-    @service.handler(subjects.TOOLS_CALL, ToolCallRequest)
-    async def call_tool(req: ToolCallRequest) -> ToolResult:
+    async def run(name: str, arguments: dict, approved: bool = False) -> ToolResult:
         ok, code, duration = True, None, 0.0
         try:
-            result = await registry.call(req.name, req.arguments)
+            result = await registry.call(name, arguments, approved=approved)
             duration = result.duration_ms
             return result
         except ToolError as e:
             ok, code = False, str(e.code)
             raise ServiceError(e.code, e.message) from None
         finally:
-            tool_called(req.name, ok, duration, code)
+            tool_called(name, ok, duration, code)
+
+    @service.handler(subjects.TOOLS_CALL, ToolCallRequest)
+    async def call_tool(req: ToolCallRequest) -> ToolResult:
+        return await run(req.name, req.arguments)
 
     @service.handler(subjects.TOOLS_CALL_APPROVED, ApprovedToolCallRequest)
     async def call_approved(req: ApprovedToolCallRequest) -> ToolResult:
         # Only the supervisor may publish here (the bus permissions); it sends a call after a human approved it.
         log.info("running %s approved by %s (approval %s)", req.name, req.actor, req.approval_id)
-        ok, code, duration = True, None, 0.0
-        try:
-            result = await registry.call(req.name, req.arguments, approved=True)
-            duration = result.duration_ms
-            return result
-        except ToolError as e:
-            ok, code = False, str(e.code)
-            raise ServiceError(e.code, e.message) from None
-        finally:
-            tool_called(req.name, ok, duration, code)
+        return await run(req.name, req.arguments, approved=True)
 
     return service
