@@ -172,3 +172,34 @@ async def test_memory_history_reads_its_writes(service_env, bus, tmp_path):
     finally:
         await svc.stop()
         await bus.jetstream.delete_consumer(subjects.EVENTS_STREAM, settings.consumer_name)
+
+
+async def test_a_repeated_idempotency_key_gets_the_stored_result_not_a_second_run(service_env, bus):
+    """A run redelivered to another supervisor replica calls its tools again with the same keys."""
+    from meshward.contracts import TextContent
+    from meshward.tools.handlers import create_service
+    from meshward.tools.registry import Tool, ToolRegistry
+    from pydantic import BaseModel
+
+    runs = []
+
+    class Args(BaseModel):
+        n: int
+
+    def count(args: Args):
+        runs.append(args.n)
+        return [TextContent(text=f"run {len(runs)}")]
+
+    registry = ToolRegistry()
+    registry.register(Tool("count", "counts its runs", Args, count))
+    svc = await started(create_service(registry=registry))
+    try:
+        key = "k" * 24
+        first = await bus.request(subjects.TOOLS_CALL, ToolCallRequest(name="count", arguments={"n": 1}, idempotency_key=key), ToolResult)
+        again = await bus.request(subjects.TOOLS_CALL, ToolCallRequest(name="count", arguments={"n": 1}, idempotency_key=key), ToolResult)
+        assert runs == [1] and again.content[0].text == first.content[0].text == "run 1"
+        other = await bus.request(subjects.TOOLS_CALL, ToolCallRequest(name="count", arguments={"n": 2}, idempotency_key="o" * 24), ToolResult)
+        plain = await bus.request(subjects.TOOLS_CALL, ToolCallRequest(name="count", arguments={"n": 1}), ToolResult)
+        assert runs == [1, 2, 1] and (other.content[0].text, plain.content[0].text) == ("run 2", "run 3")
+    finally:
+        await svc.stop()

@@ -55,6 +55,7 @@ class FakePorts:
         self.security_contexts = []
         self.needs_approval = set(needs_approval)  # tools whose calls the tools service says need a human
         self.approved_calls = []
+        self.idempotency_keys = []
 
     def _maybe_fail(self, name):
         self.calls.append(name)
@@ -75,9 +76,10 @@ class FakePorts:
     async def list_tools(self):
         return ToolCatalog(tools=[ToolSpec(name=t, description="", input_schema={}) for t in self.tools])
 
-    async def call_tool(self, name, arguments):
+    async def call_tool(self, name, arguments, idempotency_key=None):
         self._maybe_fail("tools")
         self.tool_calls.append((name, arguments))
+        self.idempotency_keys.append(idempotency_key)
         if self.tool_error:
             raise RemoteError(ErrorReply.of(ErrorCode(self.tool_error), "exponent too large"))
         if name in self.needs_approval:

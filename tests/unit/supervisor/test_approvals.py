@@ -132,3 +132,18 @@ async def test_a_resumed_run_still_ends_with_an_answer_when_its_drafts_stay_unco
     await asker.ask(QUESTION, "t-cap")
     r = await asker.resume("t-cap", {"approved": True, "actor": "ops-key"})
     assert r.status == "answered" and "Low confidence" in r.answer and "error" not in r.route
+
+
+async def test_a_run_id_gives_each_tool_call_a_key_that_a_redelivery_repeats():
+    keys = []
+    for thread in ("t-key-1", "t-key-2"):  # the same run executed twice (another replica took it over)
+        p = FakePorts(intent="calculation")
+        await asker_for(p).execute(thread, question="Calculate 15 * 23 + 7", run_id="run-1")
+        keys.append(p.idempotency_keys)
+    assert keys[0] == keys[1] and len(keys[0]) == 1 and len(keys[0][0]) == 40
+    p = FakePorts(intent="calculation")
+    await asker_for(p).execute("t-key-3", question="Calculate 15 * 23 + 7", run_id="run-2")
+    assert p.idempotency_keys != keys[0]
+    p = FakePorts(intent="calculation")
+    await asker_for(p).ask("Calculate 15 * 23 + 7", "t-key-4")  # /v1/ask: no run, no key
+    assert p.idempotency_keys == [None]

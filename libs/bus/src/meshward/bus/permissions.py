@@ -36,6 +36,7 @@ from meshward.contracts.subjects import (
     RUNS_KV_RUNS,
     RUNS_KV_THREADS,
     RUNS_STREAM,
+    TOOL_RESULTS_KV,
     health,
 )
 
@@ -110,9 +111,9 @@ PERMISSIONS: dict[str, Permissions] = {
     ),
     "intent": Permissions(subscribe=(_own("intent"),), description="answers its own subjects only"),
     "tools": Permissions(
-        publish=_event_publisher(EVENT_TOOL_CALLED, EVENT_CLUSTER_AUDIT, EVENT_CLUSTER_HEALTH),
+        publish=(*_event_publisher(EVENT_TOOL_CALLED, EVENT_CLUSTER_AUDIT, EVENT_CLUSTER_HEALTH), *_kv(TOOL_RESULTS_KV)),
         subscribe=(_own("tools"),),
-        description="answers its own subjects; tool-called, cluster audit and cluster health events",
+        description="answers its own subjects; tool-called, cluster audit and cluster health events; its results-by-key bucket",
     ),
     "memory": Permissions(
         publish=_consumer(MEMORY_DURABLE),

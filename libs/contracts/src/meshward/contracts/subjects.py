@@ -38,6 +38,7 @@ EVENT_TOOL_CALLED = f"{EVENTS_PREFIX}.tool_called"
 EVENT_CLUSTER_AUDIT = f"{EVENTS_PREFIX}.cluster_audit"
 EVENT_CLUSTER_HEALTH = f"{EVENTS_PREFIX}.cluster_health"
 EVENT_APPROVAL = f"{EVENTS_PREFIX}.approval"
+TOOL_RESULTS_KV = "MESHWARD_TOOL_RESULTS"  # tool results by idempotency key (the tools service's)
 
 # Message headers
 HDR_TRACEPARENT = "traceparent"

@@ -26,6 +26,8 @@ class ToolCatalog(Message):
 class ToolCallRequest(Message):
     name: str = Field(max_length=MAX_ID_CHARS)
     arguments: dict[str, Any] = Field(default_factory=dict)
+    # The same key again (a run redelivered to another supervisor replica) gets the stored result, not a second run.
+    idempotency_key: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{16,64}$")
 
 
 class ApprovedToolCallRequest(Message):

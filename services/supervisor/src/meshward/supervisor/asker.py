@@ -152,6 +152,7 @@ class Asker:
         resume: Any = None,
         sink: Sink | None = None,
         on_chunk: ChunkSink | None = None,
+        run_id: str | None = None,
     ) -> tuple[dict[str, Any], AskResponse | None]:
         """One run of the graph on `thread_id`: a new question, or `resume` (the value of a pending
         interrupt()) when `question` is None. `on_chunk` receives every (mode, chunk) of the updates,
@@ -175,7 +176,7 @@ class Asker:
         config = {"configurable": {"thread_id": thread_id}, "recursion_limit": self.recursion_limit}
         streaming = sink is not None or on_chunk is not None
         if question is not None:
-            inputs: Any = fresh_run(question, thread_id, request_id, attachments, started_at=started_at, stream=streaming)
+            inputs: Any = fresh_run(question, thread_id, request_id, attachments, started_at=started_at, stream=streaming, run_id=run_id)
         else:
             # the deadlines of the steps after the pause count from the decision, not from the question
             inputs = Command(resume=resume, update={"started_at": started_at})

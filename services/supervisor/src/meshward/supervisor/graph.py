@@ -13,6 +13,8 @@ cap on visits per node stops loops.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -78,6 +80,14 @@ REFUSALS = {
     "security": "I can't help with that: the request was blocked by the security policy ({category}).",
     "out_of_scope": "That's outside what I can help with. " "I'm a data-center operations assistant: ask me about the data center's weather or location, calculations, charts, attached documents, host diagnostics or registered Kubernetes clusters.",
 }
+
+
+def idempotency_key(base: str, tool: str, arguments: dict[str, Any]) -> str:
+    """The same call of the same run (a run redelivered to another replica re-runs its steps) gets the same key:
+    the tools service then answers with the stored result instead of running it again. Secrets are placeholders
+    in `arguments` here, so the key reveals nothing."""
+    canonical = json.dumps([base, tool, arguments], sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:40]
 
 
 def decide(state: AskState, max_visits: int) -> tuple[str, str]:
@@ -234,16 +244,18 @@ class GraphBuilder:
             "decisions": self._decision(state, "assess", a.tier, a.reason[:500]),
         }
 
-    async def _call(self, call, done: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    async def _call(self, call, done: dict[str, dict[str, Any]], key_base: str | None = None) -> dict[str, Any]:
         try:
-            arguments = reveal(resolve_arguments(call.arguments, done))
+            planned = resolve_arguments(call.arguments, done)
+            arguments = reveal(planned)
         except KeyError as e:
             return {"name": call.name, "error": {"code": "internal", "message": f"{call.name} needs {e} from an earlier step, which did not provide it"}}
         try:
             if call.name == CHANGES_CALL:  # answered by memory from the stored cluster events
                 reply = await self.ports.cluster_changes(ClusterChangesRequest.model_validate(arguments))
                 return {"name": call.name, "data": reply.model_dump(mode="json")}
-            return (await self.ports.call_tool(call.name, arguments)).model_dump(mode="json")
+            key = idempotency_key(key_base, call.name, planned) if key_base else None
+            return (await self.ports.call_tool(call.name, arguments, idempotency_key=key)).model_dump(mode="json")
         except RemoteError as e:
             failed = {"name": call.name, "error": e.error.model_dump(mode="json")}
             if str(e.error.code) == approvals.NEEDS_APPROVAL:
@@ -257,7 +269,8 @@ class GraphBuilder:
         index = {id(c): i for i, c in enumerate(p.calls)}
         for stage in p.stages():
             # calls of one stage are independent: they run in parallel
-            results = await asyncio.gather(*(self._call(c, done) for c in stage))
+            key_base = f"{state['run_id']}|tools" if state.get("run_id") else None
+            results = await asyncio.gather(*(self._call(c, done, key_base) for c in stage))
             for call, result in zip(stage, results, strict=True):
                 by_call[index[id(call)]] = result
                 done[call.name] = result
@@ -393,7 +406,7 @@ class GraphBuilder:
         shown, withheld = await self._checked(deep.tool_result_text(result), f"tool:{name}", thread_id)
         return ChatMessage(role=ChatRole.TOOL, content=shown, tool_call_id=call_id, name=name), withheld
 
-    async def _run_tool_calls(self, calls, allowed: set[str], thread_id: str | None) -> tuple[list[ChatMessage], list[dict[str, Any]], list[str], dict[str, Any] | None]:
+    async def _run_tool_calls(self, calls, allowed: set[str], thread_id: str | None, key_base: str | None = None) -> tuple[list[ChatMessage], list[dict[str, Any]], list[str], dict[str, Any] | None]:
         """Run the model's tool calls (in parallel, through the tools service) and check each result.
         A call that needs a human's approval gets no message yet: it is returned as the pending approval."""
 
@@ -401,7 +414,7 @@ class GraphBuilder:
             if call.name not in allowed:
                 text = f"error: there is no tool named {call.name!r} here; available: {', '.join(sorted(allowed)) or 'none'}"
                 return ChatMessage(role=ChatRole.TOOL, content=text, tool_call_id=call.id, name=call.name[:128]), None, None
-            result = await self._call(_Call(call.name, call.arguments), {})
+            result = await self._call(_Call(call.name, call.arguments), {}, key_base)
             if approvals.needs_approval(result):
                 return None, result, None
             message, withheld = await self._tool_message(result, call.id, thread_id)
@@ -462,7 +475,8 @@ class GraphBuilder:
                 break
             rounds += 1
             transcript.append(response.message)
-            messages, ran, held, pending = await self._run_tool_calls(calls, allowed, state.get("thread_id"))
+            key_base = f"{state['run_id']}|reason" if state.get("run_id") else None
+            messages, ran, held, pending = await self._run_tool_calls(calls, allowed, state.get("thread_id"), key_base)
             transcript += messages
             evidence += [m.content for m in messages if not m.content.startswith("[withheld")]
             results += ran

@@ -49,6 +49,7 @@ class AskState(TypedDict, total=False):
     tools_used: list[str]
     decisions: list[dict[str, str]]
     # kept across runs of a thread
+    run_id: str | None  # the Agent Protocol run executing this (stable across a redelivery to another replica)
     pending_approval: dict[str, Any] | None  # a tool call waiting for a human (approvals.pending)
 
     history: list[dict[str, str]]
@@ -61,6 +62,7 @@ def fresh_run(
     attachments: list[dict[str, str]] | None = None,
     started_at: float = 0.0,
     stream: bool = False,
+    run_id: str | None = None,
 ) -> AskState:
     """Input of a new run: every per-run key reset, `history` left as checkpointed."""
     return AskState(
@@ -97,6 +99,7 @@ def fresh_run(
         threat_category=None,
         error=None,
         pending_approval=None,
+        run_id=run_id,
         next=None,
         route=[],
         steps=[],

@@ -25,6 +25,7 @@ from .cluster.tools import ClusterDomain
 from .mcp_mount import McpMount
 from .mcp_server import McpHttpServer
 from .registry import ToolError, ToolRegistry
+from .results import ResultStore
 from .settings import ToolsSettings
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ToolsState:
+    results: ResultStore
     mount: McpMount | None
     mcp: McpHttpServer | None
     cluster_health: asyncio.Task | None
@@ -78,17 +80,22 @@ def create_service(settings: ToolsSettings | None = None, registry: ToolRegistry
         if cluster.settings.health_interval_s:
             health = asyncio.create_task(cluster.run_health_checks(cluster.settings.health_interval_s), name="cluster-health")
             stack.push_async_callback(_cancel, health)
-        return ToolsState(mount, server, health)
+        results = await ResultStore.open(svc.bus.jetstream, subjects.TOOL_RESULTS_KV, settings.result_ttl_s)
+        return ToolsState(results, mount, server, health)
 
     @service.handler(subjects.TOOLS_LIST, ToolListRequest)
     async def list_tools(_: ToolListRequest) -> ToolCatalog:
         return ToolCatalog(tools=registry.catalog())
 
-    async def run(name: str, arguments: dict, approved: bool = False) -> ToolResult:
+    async def run(name: str, arguments: dict, approved: bool = False, key: str | None = None) -> ToolResult:
+        if key is not None and (stored := await service.state.results.get(key)) is not None:
+            return stored  # this call ran already (a run redelivered to another supervisor replica)
         ok, code, duration = True, None, 0.0
         try:
             result = await registry.call(name, arguments, approved=approved)
             duration = result.duration_ms
+            if key is not None:
+                await service.state.results.put(key, result)
             return result
         except ToolError as e:
             ok, code = False, str(e.code)
@@ -98,7 +105,7 @@ def create_service(settings: ToolsSettings | None = None, registry: ToolRegistry
 
     @service.handler(subjects.TOOLS_CALL, ToolCallRequest)
     async def call_tool(req: ToolCallRequest) -> ToolResult:
-        return await run(req.name, req.arguments)
+        return await run(req.name, req.arguments, key=req.idempotency_key)
 
     @service.handler(subjects.TOOLS_CALL_APPROVED, ApprovedToolCallRequest)
     async def call_approved(req: ApprovedToolCallRequest) -> ToolResult:

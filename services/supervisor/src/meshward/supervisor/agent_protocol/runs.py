@@ -443,7 +443,7 @@ class RunWorker:
                 # a resume queued behind another that already answered the interrupt
                 raise NoPendingInterrupt(f"thread {thread_id} has no pending interrupt to resume any more")
             await stream.start()
-            state, _ = await self.asker.execute(thread_id, question=kwargs.get("question"), resume=kwargs.get("resume"), on_chunk=stream.chunk)
+            state, _ = await self.asker.execute(thread_id, question=kwargs.get("question"), resume=kwargs.get("resume"), on_chunk=stream.chunk, run_id=run_id)
             await stream.finish(state)
             return state
 
