@@ -53,3 +53,14 @@ def tracing_on(service_name: str) -> None:
     provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
     provider.add_span_processor(BatchSpanProcessor(DropExporter()))
     trace.set_tracer_provider(provider)
+
+# One client address sends every benchmark request: the per-client rate limit (a product default) is off so
+# that the system, not the limiter, is measured.
+NO_RATE_LIMIT = {"MESHWARD_RATE_LIMIT_PER_MINUTE": "0"}
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc), children not included."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

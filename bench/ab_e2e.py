@@ -24,13 +24,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import httpx  # noqa: E402
-from _common import machine, summary_ms  # noqa: E402
+from _common import NO_RATE_LIMIT, machine, summary_ms  # noqa: E402
 from meshward.devstack.launcher import Console, Stack  # noqa: E402
 from meshward.devstack.nats_server import free_port  # noqa: E402
 
 
 def stack(baseline: Path | None, log) -> tuple[Stack, str]:
-    env = {"MESHWARD_LOG_LEVEL": "WARNING", "MESHWARD_SECURITY_CLASSIFIER": "false", "MESHWARD_SECURITY_KNOWN_THREATS": "false",
+    env = {**NO_RATE_LIMIT, "MESHWARD_LOG_LEVEL": "WARNING", "MESHWARD_SECURITY_CLASSIFIER": "false", "MESHWARD_SECURITY_KNOWN_THREATS": "false",
            "MESHWARD_INTENT_BACKEND": "embedding", "MESHWARD_MCP_PORT": str(free_port())}
     if baseline is not None:
         sources = sorted(str(p) for p in [*baseline.glob("libs/*/src"), *baseline.glob("services/*/src")])

@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT.parent))
 
 import httpx  # noqa: E402
-from _common import machine, summary_ms  # noqa: E402
+from _common import NO_RATE_LIMIT, machine, summary_ms  # noqa: E402
 from langgraph_sdk import get_client  # noqa: E402
 from meshward.devstack.launcher import Console, Stack  # noqa: E402
 from meshward.devstack.nats_server import free_port  # noqa: E402
@@ -65,7 +65,7 @@ async def main() -> None:
     data_dir = Path(tempfile.mkdtemp(prefix="meshward-bench-ap-"))
     port = free_port()
     with open(data_dir / "stack.log", "w") as log:
-        stack = Stack(data_dir, port, None, Console(log), extra_env={"MESHWARD_MCP_PORT": str(free_port())})
+        stack = Stack(data_dir, port, None, Console(log), extra_env={"MESHWARD_MCP_PORT": str(free_port()), **NO_RATE_LIMIT})
         await stack.start()
         try:
             if not await stack.wait_healthy(timeout=180):

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT.parent))
 
 import httpx  # noqa: E402
-from _common import machine, summary_ms  # noqa: E402
+from _common import NO_RATE_LIMIT, machine, summary_ms  # noqa: E402
 from meshward.devstack.launcher import Console, Stack  # noqa: E402
 from meshward.devstack.nats_server import free_port  # noqa: E402
 
@@ -109,7 +109,7 @@ async def console(url: str, n: int) -> tuple[list[float], list[float], dict]:
 async def run(n: int) -> None:
     data = Path(tempfile.mkdtemp(prefix="meshward-bench-console-"))
     port = free_port()
-    env = {"MESHWARD_LOG_LEVEL": "WARNING", "MESHWARD_MCP_PORT": str(free_port())}
+    env = {"MESHWARD_LOG_LEVEL": "WARNING", "MESHWARD_MCP_PORT": str(free_port()), **NO_RATE_LIMIT}
     with tempfile.TemporaryFile("w+") as log:
         stack = Stack(data, port, None, Console(log), extra_env=env)
         await stack.start()

@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import httpx  # noqa: E402
-from _common import machine, summary_ms  # noqa: E402
+from _common import NO_RATE_LIMIT, machine, summary_ms  # noqa: E402
 from meshward.devstack.launcher import Console, Stack  # noqa: E402
 from meshward.devstack.nats_server import free_port  # noqa: E402
 
@@ -55,7 +55,7 @@ async def main() -> None:
     args = p.parse_args()
     data = Path(tempfile.mkdtemp(prefix="meshward-bench-deep-"))
     port = free_port()
-    env = {"MESHWARD_LOG_LEVEL": "WARNING", "MESHWARD_MCP_PORT": str(free_port())}
+    env = {"MESHWARD_LOG_LEVEL": "WARNING", "MESHWARD_MCP_PORT": str(free_port()), **NO_RATE_LIMIT}
     if args.max_refinements is not None:
         env["MESHWARD_MAX_REFINEMENTS"] = str(args.max_refinements)
     if args.max_tokens is not None:

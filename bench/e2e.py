@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT.parent))
 
 import httpx  # noqa: E402
-from _common import machine, summary_ms  # noqa: E402
+from _common import NO_RATE_LIMIT, cpu_seconds, machine, summary_ms  # noqa: E402
 from meshward.devstack.launcher import Console, Stack  # noqa: E402
 from meshward.devstack.nats_server import free_port, wait_for_port  # noqa: E402
 
@@ -40,7 +40,7 @@ def tracing_env(receiver: OtlpReceiver) -> dict[str, str]:
     return {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}
 
 
-async def load(url: str, clients: int, seconds: float) -> dict:
+async def load(url: str, clients: int, seconds: float, pids: dict[str, int] | None = None) -> dict:
     async with httpx.AsyncClient(base_url=url, timeout=30, limits=httpx.Limits(max_connections=clients)) as http:
         for _ in range(20):  # warm-up
             r = await http.post("/v1/ask", json={"question": QUESTION})
@@ -57,9 +57,13 @@ async def load(url: str, clients: int, seconds: float) -> dict:
                 lat.append(time.perf_counter() - t)
                 errors += r.status_code != 200 or r.json()["status"] != "answered"
 
+        pids = {**(pids or {}), "benchmark (clients, span receiver)": os.getpid()}
+        cpu = {name: cpu_seconds(pid) for name, pid in pids.items()}
         start = time.perf_counter()
         await asyncio.gather(*(client() for _ in range(clients)))
-        return {**summary_ms(lat), "rps": len(lat) / (time.perf_counter() - start), "n": len(lat), "errors": errors}
+        elapsed = time.perf_counter() - start
+        cpu_ms = {name: (cpu_seconds(pid) - cpu[name]) * 1000 / max(len(lat), 1) for name, pid in pids.items()}
+        return {**summary_ms(lat), "rps": len(lat) / elapsed, "n": len(lat), "errors": errors, "cpu_ms": cpu_ms}
 
 
 async def per_question(url: str, receiver: OtlpReceiver) -> dict[str, int]:
@@ -76,11 +80,11 @@ async def per_question(url: str, receiver: OtlpReceiver) -> dict[str, int]:
     return {"nats_round_trips": names["send"], "graph_steps": names["node"], "spans": sum(names.values())}
 
 
-async def distributed(seconds: float, rules: bool, receiver: OtlpReceiver, log) -> dict:
+async def distributed(seconds: float, rules: bool, receiver: OtlpReceiver, log, parallel: bool = True) -> dict:
     data = Path(tempfile.mkdtemp(prefix="meshward-bench-"))
     port = free_port()
     env = {"MESHWARD_LOG_LEVEL": "WARNING", "MESHWARD_SECURITY_KNOWN_THREATS": "false", "MESHWARD_MCP_PORT": str(free_port()),
-           **tracing_env(receiver)}
+           "MESHWARD_PARALLEL_SCREENING": str(parallel).lower(), **NO_RATE_LIMIT, **tracing_env(receiver)}
     if rules:
         env.update(MESHWARD_SECURITY_CLASSIFIER="false", MESHWARD_INTENT_BACKEND="embedding")
     stack = Stack(data, port, None, Console(log), extra_env=env)
@@ -88,7 +92,10 @@ async def distributed(seconds: float, rules: bool, receiver: OtlpReceiver, log) 
     try:
         assert await stack.wait_healthy(), "distributed system did not become healthy"
         url = f"http://127.0.0.1:{port}"
-        return {"counts": await per_question(url, receiver), **{c: await load(url, c, seconds) for c in (1, 16)}}
+        pids = {name: proc.pid for name, proc in stack.procs.items()}
+        if stack.nats is not None and stack.nats.proc is not None:
+            pids["nats-server"] = stack.nats.proc.pid
+        return {"counts": await per_question(url, receiver), **{c: await load(url, c, seconds, pids) for c in (1, 16)}}
     finally:
         await stack.stop()
 
@@ -97,12 +104,12 @@ async def monolith(seconds: float, rules: bool, receiver: OtlpReceiver) -> dict:
     port = free_port()
     db = Path(tempfile.mkdtemp(prefix="meshward-bench-mono-")) / "checkpoints.db"
     cmd = [sys.executable, str(ROOT / "monolith.py"), "--port", str(port), "--checkpoint-db", str(db)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", **tracing_env(receiver)}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **NO_RATE_LIMIT, **tracing_env(receiver)}
     proc = subprocess.Popen([*cmd, *([] if rules else ["--finetuned"])], env=env)
     try:
         await asyncio.to_thread(wait_for_port, port, 120, proc)
         url = f"http://127.0.0.1:{port}"
-        return {"counts": await per_question(url, receiver), **{c: await load(url, c, seconds) for c in (1, 16)}}
+        return {"counts": await per_question(url, receiver), **{c: await load(url, c, seconds, {"monolith": proc.pid}) for c in (1, 16)}}
     finally:
         proc.terminate()
         proc.wait(10)
@@ -112,23 +119,38 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--rules", action="store_true", help="rules security layer and embedding intent instead of the fine-tuned classifiers")
+    p.add_argument("--sequential-too", action="store_true",
+                   help="also run the distributed system with security and intent one after the other (MESHWARD_PARALLEL_SCREENING=false)")
     args = p.parse_args()
     with OtlpReceiver() as receiver, tempfile.TemporaryFile("w+") as log:
+        sides = []
+        if args.sequential_too:
+            sides.append(("distributed, sequential", asyncio.run(distributed(args.seconds, args.rules, receiver, log, parallel=False))))
+            receiver.spans.clear()
         dist = asyncio.run(distributed(args.seconds, args.rules, receiver, log))
         receiver.spans.clear()
         mono = asyncio.run(monolith(args.seconds, args.rules, receiver))
     setup = "rules security layer, MiniLM-similarity intent" if args.rules else "fine-tuned security and intent classifiers"
     print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f} at the end")
     print(f"question: {QUESTION!r} (fast tier, {setup}, tracing on: OTLP/HTTP export); {args.seconds:.0f}s per phase")
-    print(f"{'':26} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>8} {'errors':>7}")
-    for name, res in (("distributed (5 services)", dist), ("monolith (1 process)", mono)):
+    print(f"{'':36} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>8} {'errors':>7}")
+    for name, res in (*sides, ("distributed (5 services)", dist), ("monolith (1 process)", mono)):
         for c in (1, 16):
             r = res[c]
-            print(f"{name + f', {c} client' + ('s' if c > 1 else ''):26} {r['p50']:8.2f} {r['p99']:8.2f} {r['rps']:8.1f} {r['errors']:7d}")
+            print(f"{name + f', {c} client' + ('s' if c > 1 else ''):36} {r['p50']:8.2f} {r['p99']:8.2f} {r['rps']:8.1f} {r['errors']:7d}")
+    for _name, res in sides:
+        for c in (1, 16):
+            print(f"ratio parallel/sequential screening at {c:>2} client(s): p50 {dist[c]['p50'] / res[c]['p50']:.2f}x, "
+                  f"throughput {dist[c]['rps'] / res[c]['rps']:.2f}x")
     for c in (1, 16):
         print(f"ratio distributed/monolith at {c:>2} client(s): p50 {dist[c]['p50'] / mono[c]['p50']:.2f}x, "
               f"p99 {dist[c]['p99'] / mono[c]['p99']:.2f}x, throughput {dist[c]['rps'] / mono[c]['rps']:.2f}x")
     print(f"per question, from its trace: distributed {dist['counts']}, monolith {mono['counts']}")
+    print("CPU ms per question at 16 clients (user + system, each process):")
+    for name, res in (*sides, ("distributed", dist), ("monolith", mono)):
+        shares = res[16]["cpu_ms"]
+        system = sum(v for k, v in shares.items() if not k.startswith("benchmark"))
+        print(f"  {name}: {system:.1f} ms in the system; " + ", ".join(f"{k} {v:.1f}" for k, v in shares.items()))
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT.parent))
 
 import httpx  # noqa: E402
 import nats  # noqa: E402
-from _common import machine, summary_ms  # noqa: E402
+from _common import NO_RATE_LIMIT, machine, summary_ms  # noqa: E402
 from meshward.contracts import subjects  # noqa: E402
 from meshward.devstack.launcher import SERVICES, Console, Stack  # noqa: E402
 from meshward.devstack.nats_server import free_port  # noqa: E402
@@ -184,7 +184,7 @@ async def main_async(args) -> None:
     data = Path(tempfile.mkdtemp(prefix="meshward-load-"))
     port = free_port()
     with OtlpReceiver() as receiver, open(data / "stack.log", "w") as log:
-        env = {"MESHWARD_LOG_LEVEL": "WARNING", "MESHWARD_MCP_PORT": str(free_port()),
+        env = {"MESHWARD_LOG_LEVEL": "WARNING", "MESHWARD_MCP_PORT": str(free_port()), **NO_RATE_LIMIT,
                "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}
         stack = Stack(data, port, None, Console(log), extra_env=env)
         await stack.start()

@@ -348,3 +348,55 @@ async def test_sigterm_drains_in_flight_work_and_exits_cleanly(nats_url, bus, su
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+async def test_a_request_cut_by_a_server_restart_is_sent_again_at_once(tmp_path):
+    """The server restarts while a handler works: the reply to that delivery can never arrive, so the caller
+    re-sends on reconnect and the second delivery answers, long before the request's own deadline."""
+    from meshward.devstack.nats_server import EmbeddedNats
+
+    subject = f"meshward.v1.test.{uuid.uuid4().hex[:8]}"
+    deliveries: list[str] = []
+    first_started = asyncio.Event()
+    with EmbeddedNats(tmp_path / "nats") as server:
+        svc = Service("cut-" + uuid.uuid4().hex[:6], BusSettings(nats_url=server.url))
+
+        @svc.handler(subject, Echo)
+        async def echo(req: Echo) -> EchoReply:
+            deliveries.append(req.text)
+            if len(deliveries) == 1:
+                first_started.set()
+                await asyncio.Event().wait()  # the first delivery never answers
+            return EchoReply(text=req.text, instance=f"delivery {len(deliveries)}")
+
+        await svc.start()
+        caller = await Bus.connect(BusSettings(nats_url=server.url))
+        try:
+            pending = asyncio.create_task(caller.request(subject, Echo(text="hi"), EchoReply, timeout=60, retries=100))
+            await asyncio.wait_for(first_started.wait(), 10)
+            server.stop()
+            server.start()
+            reply = await asyncio.wait_for(pending, 50)  # without the re-send it waits out its 60 s deadline
+            assert reply.text == "hi" and reply.instance.startswith("delivery ") and len(deliveries) >= 2
+        finally:
+            await caller.close()
+            await svc.stop()
+
+
+async def test_a_request_cut_too_often_is_a_typed_error():
+    from meshward.bus.client import MAX_RESENDS, _ConnectionCut
+
+    class Cutting(Bus):
+        def __init__(self):
+            self.settings = BusSettings()
+            self.sends = 0
+
+        async def _roundtrip(self, subject, payload, headers, until):
+            self.sends += 1
+            raise _ConnectionCut
+
+    bus = Cutting()
+    with pytest.raises(RemoteError) as e:
+        await bus.request("meshward.v1.x", Echo(text="a"), EchoReply, timeout=5)
+    assert e.value.error.code == ErrorCode.UNAVAILABLE and "connection to NATS dropped" in e.value.error.message
+    assert bus.sends == MAX_RESENDS + 1

@@ -196,6 +196,13 @@ class MemoryStoreContract:
         assert len(rows) == 20 and all(interaction_id is not None for _, interaction_id in rows)
         assert [t.question for t in await store.history("thread-a", 50)] == [f"question {n}" for n in range(10)]
 
+    async def test_a_late_decision_is_linked_to_its_interaction_from_an_earlier_batch(self, store, db):
+        await store.record_events([interaction(0), interaction(1)])
+        await store.record_events([decision("req-1", step=4), decision("req-0", step=5), decision("req-9", step=0)])
+        rows = dict(await fetch(db, select(agent_decisions.c.request_id, agent_decisions.c.interaction_id)))
+        ids = dict(await fetch(db, select(interactions.c.request_id, interactions.c.id)))
+        assert rows == {"req-0": ids["req-0"], "req-1": ids["req-1"], "req-9": None}
+
     async def test_decision_and_interaction_stored_at_once_are_linked(self, store, db):
         writes = []
         for n in range(20):

@@ -5,7 +5,7 @@ import asyncio
 import itertools
 import logging
 import time
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from meshward.contracts import ErrorCode, ErrorReply, Event, Message, RemoteError
 from meshward.contracts.subjects import EVENTS_ALL, EVENTS_STREAM, HDR_ERROR, HDR_MSG_ID
@@ -28,12 +28,36 @@ log = logging.getLogger(__name__)
 R = TypeVar("R", bound=Message)
 
 _tracer = tracer("meshward.bus")
+MAX_RESENDS = 3  # a request cut by this many connection drops in a row is answered with an error
 _STATUS, _NO_RESPONDERS = "Status", "503"  # the server's answer to a request nobody subscribes to
 
 
 def _time_out(reply: asyncio.Future) -> None:
     if not reply.done():
         reply.set_exception(TimeoutError())
+
+
+class ConnectionListener(Protocol):
+    def connection_lost(self) -> None: ...
+    def connection_restored(self) -> None: ...
+
+
+class _ConnectionCut(Exception):
+    """The connection dropped after the request went out: its reply can no longer arrive."""
+
+
+class _Deferred:
+    """Forwards connection news to a listener that exists only once the connection does."""
+
+    target: ConnectionListener | None = None
+
+    def connection_lost(self) -> None:
+        if self.target is not None:
+            self.target.connection_lost()
+
+    def connection_restored(self) -> None:
+        if self.target is not None:
+            self.target.connection_restored()
 
 
 class NatsAuthError(Exception):
@@ -45,8 +69,10 @@ def _is_auth_error(e: BaseException) -> bool:
     return "authorization violation" in text or "authentication" in text or "user authentication expired" in text
 
 
-async def connect(settings: BusSettings, name: str) -> NATS:
+async def connect(settings: BusSettings, name: str, listener: ConnectionListener | None = None) -> NATS:
     """One connection attempt; once connected, unlimited reconnects (lame-duck mode and disconnects logged, not fatal).
+
+    `listener` hears of each disconnect and reconnect (the Bus re-sends the requests a dropped connection cut).
 
     nats-py's own start-up loop would retry forever without a word, so the attempt ends at the first
     error it reports: NatsAuthError when the server refuses the credentials (retrying cannot help),
@@ -75,9 +101,13 @@ async def connect(settings: BusSettings, name: str) -> NATS:
     async def disconnected_cb() -> None:
         if connected and not shutting_down():
             log.warning("nats disconnected; reconnecting")
+        if listener is not None:
+            listener.connection_lost()
 
     async def reconnected_cb() -> None:
         log.info("nats reconnected")
+        if listener is not None:
+            listener.connection_restored()
 
     async def lame_duck_cb() -> None:
         log.warning("nats server entering lame-duck mode; the client will move to another server")
@@ -122,7 +152,7 @@ async def connect(settings: BusSettings, name: str) -> NATS:
     raise ConnectionError(f"cannot reach NATS at {settings.redacted_url()}: {error or 'no server answered'}")
 
 
-async def connect_with_retry(settings: BusSettings, name: str) -> NATS:
+async def connect_with_retry(settings: BusSettings, name: str, listener: ConnectionListener | None = None) -> NATS:
     """connect(), retried with capped exponential backoff and jitter while the server cannot be reached.
 
     Each failed attempt is logged with what to check; refused credentials are not retried.
@@ -150,7 +180,7 @@ async def connect_with_retry(settings: BusSettings, name: str) -> NATS:
         before_sleep=log_attempt,
         reraise=True,
     )
-    return await retrying(connect, settings, name)
+    return await retrying(connect, settings, name, listener)
 
 
 def decode_reply(data: bytes, headers: dict[str, str] | None, reply_type: type[R]) -> R:
@@ -174,11 +204,28 @@ class Bus:
         self._tokens = itertools.count()
         self._waiting: dict[str, asyncio.Future] = {}
         self._deadlines = Deadlines(_time_out)
+        self._cut: set[str] = set()  # requests in flight when the connection dropped
 
     @classmethod
     async def connect(cls, settings: BusSettings | None = None, name: str = "meshward", retry: bool = False) -> Bus:
         settings = settings or BusSettings()
-        return cls(await (connect_with_retry if retry else connect)(settings, name), settings)
+        news = _Deferred()
+        bus = cls(await (connect_with_retry if retry else connect)(settings, name, news), settings)
+        news.target = bus
+        return bus
+
+    def connection_lost(self) -> None:
+        """The server dropped this connection's interest in its inbox: replies to what is in flight are lost."""
+        self._cut.update(self._waiting)
+
+    def connection_restored(self) -> None:
+        """Back online (subscriptions replayed): the requests the drop cut are sent again at once instead of
+        waiting out their deadline. Requests sent while disconnected were buffered and went out now: they wait."""
+        cut, self._cut = self._cut, set()
+        for token in cut:
+            reply = self._waiting.get(token)
+            if reply is not None and not reply.done():
+                reply.set_exception(_ConnectionCut())
 
     async def request(
         self,
@@ -206,11 +253,17 @@ class Bus:
             headers: dict[str, str] = {}
             inject_span(headers, span)
             context.to_headers(headers, time.time() + budget, context.current_request_id())
-            attempt = 0
+            attempt = resent = 0
             while True:
                 try:
                     msg = await self._roundtrip(subject, payload, headers, until)
                     return decode_reply(msg.data, msg.headers, reply_type)
+                except _ConnectionCut:
+                    resent += 1
+                    if resent > MAX_RESENDS or loop.time() >= until:
+                        raise RemoteError(ErrorReply.of(
+                            ErrorCode.UNAVAILABLE, f"the connection to NATS dropped while {subject} was answering; try again")) from None
+                    log.info("re-sending %s: the connection dropped before its reply", subject)
                 except NoRespondersError:
                     attempt += 1
                     if attempt > retries or loop.time() >= until:

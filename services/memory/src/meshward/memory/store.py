@@ -86,11 +86,14 @@ class MemoryStore:
             # sorted: two writers locking overlapping requests never wait on each other in a cycle
             for request_id in sorted({e.request_id for e in events if e.request_id is not None}):
                 await self._lock_request(conn, request_id)
+            # A question sends several routing decisions: one statement stores all of the batch's, one links them
+            # to interactions stored earlier, and each interaction written next links its own.
+            decisions = [e for e in events if isinstance(e, RoutingDecision)]
+            if decisions:
+                await self._write_decisions(conn, decisions)
             for e in events:
                 if isinstance(e, InteractionCompleted):
                     await self._write_interaction(conn, e)
-                else:
-                    await self._write_decision(conn, e)
 
     async def _write_interaction(self, conn: AsyncConnection, event: InteractionCompleted) -> bool:
         interaction_id = await conn.scalar(
@@ -153,6 +156,38 @@ class MemoryStore:
         async with self._writer.begin() as conn:
             await self._lock_request(conn, event.request_id)
             return await self._write_decision(conn, event)
+
+    async def _write_decisions(self, conn: AsyncConnection, events: Sequence[RoutingDecision]) -> None:
+        for start in range(0, len(events), _ROWS_PER_STATEMENT):
+            chunk = events[start : start + _ROWS_PER_STATEMENT]
+            await conn.execute(
+                self._insert(agent_decisions)
+                .values([
+                    {
+                        "interaction_id": None,
+                        "event_id": e.event_id,
+                        "request_id": e.request_id,
+                        "thread_id": e.thread_id,
+                        "agent_name": e.agent,
+                        "decision": e.decision,
+                        "reasoning": e.reasoning,
+                        "step": e.step,
+                        "timestamp": e.occurred_at,
+                    }
+                    for e in chunk
+                ])
+                .on_conflict_do_nothing(index_elements=[agent_decisions.c.event_id])
+            )
+        request_ids = sorted({e.request_id for e in events if e.request_id is not None})
+        if request_ids:
+            stored = (
+                select(func.min(interactions.c.id)).where(interactions.c.request_id == agent_decisions.c.request_id).scalar_subquery()
+            )
+            await conn.execute(
+                update(agent_decisions)
+                .where(agent_decisions.c.request_id.in_(request_ids), agent_decisions.c.interaction_id.is_(None))
+                .values(interaction_id=stored)
+            )
 
     async def _write_decision(self, conn: AsyncConnection, event: RoutingDecision) -> bool:
         interaction_id = None
@@ -355,6 +390,9 @@ class MemoryStore:
         (SQLite writers are serial already: BEGIN IMMEDIATE.)"""
         if request_id is not None and self._dialect == "postgresql":
             await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:r))"), {"r": request_id})
+
+
+_ROWS_PER_STATEMENT = 500  # bound parameters stay far below SQLite's and PostgreSQL's limits
 
 
 def _configure_sqlite(engine: AsyncEngine) -> None:

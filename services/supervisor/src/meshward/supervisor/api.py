@@ -126,7 +126,9 @@ def create_app(settings: SupervisorSettings | None = None, local_ports: AgentPor
             else:
                 ports = local_ports
             saver = await stack.enter_async_context(open_checkpointer(settings))
-            graph = GraphBuilder(ports, max_visits=settings.max_node_visits, deep_config=deep_config(settings)).build(checkpointer=saver)
+            graph = GraphBuilder(
+                ports, max_visits=settings.max_node_visits, deep_config=deep_config(settings), parallel_screening=settings.parallel_screening
+            ).build(checkpointer=saver)
             app.state.asker = Asker(graph, ports, timeout_s=settings.ask_timeout_s, recursion_limit=settings.recursion_limit, deep_timeout_s=settings.deep_timeout_s)
             sweeper = asyncio.create_task(app.state.asker.expire_approvals(), name="approval-expiry")
             stack.push_async_callback(_cancel, sweeper)

@@ -146,13 +146,34 @@ def _no_calculation(results: list[dict[str, Any]]) -> bool:
                and str(r["error"].get("message", "")).startswith("No calculation found") for r in results)
 
 
+SPECULATION_TTL_S = 300.0  # a speculative intent call no node collected in this long belonged to a failed run
+
+
+def _speculation_key(state: AskState) -> tuple[str, str]:
+    return (state.get("run_id") or state.get("request_id") or "", state["question"])
+
+
+def _retrieve_exception(task: asyncio.Future) -> None:
+    if not task.cancelled():
+        task.exception()  # a failure is re-raised where the intent node awaits it, never logged as unretrieved
+
+
 def _next(state: AskState) -> str:
     return state["next"]
 
 
 class GraphBuilder:
-    def __init__(self, ports: AgentPorts, max_visits: int = 3, tool_catalog_ttl_s: float = 30.0, deep_config: DeepConfig | None = None):
+    def __init__(
+        self,
+        ports: AgentPorts,
+        max_visits: int = 3,
+        tool_catalog_ttl_s: float = 30.0,
+        deep_config: DeepConfig | None = None,
+        parallel_screening: bool = True,
+    ):
         self.ports = ports
+        self.parallel_screening = parallel_screening
+        self._speculative: dict[tuple[str, str], tuple[float, asyncio.Future]] = {}
         self.max_visits = max_visits
         self.deep = deep_config or DeepConfig()
         self._catalog: tuple[float, list] | None = None
@@ -209,9 +230,38 @@ class GraphBuilder:
         return [*state.get("decisions", []), {"agent": agent, "decision": decision, "reasoning": reasoning}]
 
     # -- agents -----------------------------------------------------------
+    def _speculate_intent(self, state: AskState) -> None:
+        """Start the intent classification while security screens the question (the two are independent reads of
+        it). Security's verdict still decides first: a blocked question's classification is cancelled and never
+        used; the intent node awaits this call instead of making its own. A run resumed on another replica finds
+        nothing here and classifies then."""
+        now = time.monotonic()
+        while self._speculative:  # drop what a failed run left behind (oldest first)
+            key, (started, task) = next(iter(self._speculative.items()))
+            if now - started < SPECULATION_TTL_S:
+                break
+            del self._speculative[key]
+            task.cancel()
+        task = asyncio.ensure_future(self.ports.classify_intent(state["question"], state.get("has_attachments", False)))
+        task.add_done_callback(_retrieve_exception)
+        self._speculative[_speculation_key(state)] = (now, task)
+
+    def _take_speculation(self, state: AskState) -> asyncio.Future | None:
+        entry = self._speculative.pop(_speculation_key(state), None)
+        return entry[1] if entry else None
+
     async def security(self, state: AskState) -> dict[str, Any]:
         recent = [t["question"][:MAX_CONTEXT_TURN_CHARS] for t in state.get("history", [])[-self.deep.context_turns :]] if self.deep.context_turns else []
-        verdict = await self.ports.check_security(for_screening(state["question"]), state.get("thread_id"), recent)
+        if self.parallel_screening and state.get("intent") is None:
+            self._speculate_intent(state)
+        try:
+            verdict = await self.ports.check_security(for_screening(state["question"]), state.get("thread_id"), recent)
+        except BaseException:
+            if (task := self._take_speculation(state)) is not None:
+                task.cancel()
+            raise
+        if not verdict.allowed and (task := self._take_speculation(state)) is not None:
+            task.cancel()
         decision = "ALLOW" if verdict.allowed else "BLOCK"
         return {
             "security": verdict.model_dump(mode="json"),
@@ -220,7 +270,11 @@ class GraphBuilder:
         }
 
     async def intent(self, state: AskState) -> dict[str, Any]:
-        result = await self.ports.classify_intent(state["question"], state.get("has_attachments", False))
+        speculative = self._take_speculation(state)
+        if speculative is not None:
+            result = await speculative
+        else:
+            result = await self.ports.classify_intent(state["question"], state.get("has_attachments", False))
         return {
             "intent": result.model_dump(mode="json"),
             "decisions": self._decision(state, "intent", result.intent, f"{result.method} confidence {result.confidence:.2f}"),

@@ -22,6 +22,9 @@ class SupervisorSettings(BaseSettings):
     max_body_bytes: int = Field(default=10 * 1_048_576, ge=1_024, le=64 * 1_048_576, description="whole request body, attachments included")
     ask_timeout_s: float = Field(default=30.0, gt=0, le=600, description="deadline of one question, every hop included")
     max_node_visits: int = Field(default=3, ge=1, le=20, description="hard cap on visits of any one node per question")
+    parallel_screening: bool = Field(
+        default=True, description="classify the intent while security screens the question (security still decides first)"
+    )
     recursion_limit: int = Field(default=40, ge=5, le=500)
     health_timeout_s: float = Field(default=1.0, gt=0, le=30)
     # the deep tier
