@@ -45,6 +45,11 @@ build() {  # image target service [variant]
 }
 
 bash docker/nats/build.sh "meshward/nats:$tag"
+# Compose's PostgreSQL: the official image when it is here or can be pulled, else Debian's on the offline base.
+if ! docker image inspect postgres:16-bookworm >/dev/null 2>&1 && ! timeout 60 docker pull -q postgres:16-bookworm >/dev/null 2>&1; then
+    echo "== meshward/postgres:$tag (no registry: Debian's PostgreSQL; Compose: MESHWARD_POSTGRES_IMAGE=meshward/postgres:$tag)"
+    docker build --quiet --build-arg BASE_IMAGE="$BASE_IMAGE" -t "meshward/postgres:$tag" docker/postgres >/dev/null
+fi
 for d in services/*/; do
     svc=$(basename "$d")
     case $svc in
