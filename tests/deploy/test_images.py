@@ -33,6 +33,6 @@ def test_base_defaults_to_the_official_image():
     assert "ARG BASE_IMAGE=python:3.11-slim-bookworm" in DOCKERFILE
 
 
-def test_build_context_is_only_wheels_and_models():
+def test_build_context_is_only_wheels_models_and_the_scope():
     lines = [ln for ln in (ROOT / ".dockerignore").read_text().splitlines() if ln and not ln.startswith("#")]
-    assert lines == ["*", "!build/wheelhouse", "!build/models"]
+    assert lines == ["*", "!build/wheelhouse", "!build/models", "!services/intent/src/meshward/intent/scopes"]
