@@ -57,3 +57,33 @@ async def test_a_failed_write_fails_each_of_its_writers_and_the_next_write_goes_
 def test_invalid_batch():
     with pytest.raises(ValueError):
         GroupCommit(Writes(), max_batch=0)
+
+
+async def test_a_lingering_batch_collects_the_submits_that_arrive_while_it_waits():
+    writes = Writes()
+    commit = GroupCommit(writes, linger_s=30.0, max_batch=64)
+    first = asyncio.create_task(commit.submit(0))
+    while commit._worker is None:  # the worker is lingering on the first item
+        await asyncio.sleep(0)
+    later = [asyncio.create_task(commit.submit(i)) for i in range(1, 4)]
+    await asyncio.sleep(0)
+    assert writes.batches == []  # nothing written yet: still waiting for company
+    commit._full.set()  # what a full batch (or the linger's end) does
+    await asyncio.wait_for(asyncio.gather(first, *later), 10)
+    assert writes.batches == [[0, 1, 2, 3]]
+
+
+async def test_a_full_batch_does_not_wait_out_the_linger():
+    writes = Writes()
+    commit = GroupCommit(writes, linger_s=3600.0, max_batch=3)
+    await asyncio.wait_for(asyncio.gather(*(commit.submit(i) for i in range(3))), 10)
+    assert writes.batches == [[0, 1, 2]]
+
+
+async def test_a_short_linger_ends_and_writes_what_it_has():
+    writes = Writes()
+    commit = GroupCommit(writes, linger_s=0.01, max_batch=64)
+    await asyncio.wait_for(commit.submit(7), 10)
+    assert writes.batches == [[7]]
+    with pytest.raises(ValueError, match="linger"):
+        GroupCommit(writes, linger_s=-1)

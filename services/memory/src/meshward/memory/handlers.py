@@ -67,12 +67,12 @@ class EventSink:
     history does not wait for the embedding.
     """
 
-    def __init__(self, store: MemoryStore, semantic: SemanticMemory, policy: LearningPolicy):
+    def __init__(self, store: MemoryStore, semantic: SemanticMemory, policy: LearningPolicy, embed_linger_s: float = 0.0):
         self.store = store
         self.semantic = semantic
         self.policy = policy
         self.sql: GroupCommit[InteractionCompleted | RoutingDecision] = GroupCommit(store.record_events, name="sql")
-        self.embed: GroupCommit[tuple] = GroupCommit(semantic.add_interactions, max_batch=64, name="embed")
+        self.embed: GroupCommit[tuple] = GroupCommit(semantic.add_interactions, max_batch=64, name="embed", linger_s=embed_linger_s)
 
     async def __call__(self, subject: str, data: bytes) -> None:
         if subject == subjects.EVENT_INTERACTION:
@@ -126,7 +126,10 @@ def create_service(settings: MemorySettings | None = None) -> Service[MemoryStat
             ContextBudget(max_tokens=settings.context_max_tokens, summarize_threshold=settings.context_threshold_tokens, keep_last=settings.context_keep_last)
         )
         await svc.bus.ensure_event_stream()
-        sink = EventSink(store, semantic, LearningPolicy(settings.learn_min_score, settings.learn_max_scope_similarity))
+        sink = EventSink(
+            store, semantic, LearningPolicy(settings.learn_min_score, settings.learn_max_scope_similarity),
+            embed_linger_s=settings.embed_linger_ms / 1000,
+        )
         consumer = EventConsumer(svc.bus, settings.consumer_name, sink, batch=settings.consumer_batch)
         await consumer.start()
         stack.push_async_callback(consumer.stop)

@@ -16,6 +16,11 @@ class MemorySettings(BaseSettings):
     )
     consumer_name: str = Field(default="memory", description="durable JetStream consumer name")
     consumer_batch: int = Field(default=512, ge=1, le=4_096, description="events fetched (and group-committed) at once")
+    embed_linger_ms: float = Field(
+        default=50.0, ge=0.0, le=1_000.0,
+        description="an answered interaction waits this long for others to share its Chroma write (a write costs "
+                    "several times an item); a thread's history read right after an answer waits as long",
+    )
     read_your_writes_wait_s: float = Field(default=5.0, ge=0.0, le=60.0,
                                            description="how long a history read waits for the consumer to store what is in the stream")
     chroma_path: str | None = Field(
