@@ -22,7 +22,9 @@ CONFIG = TrainConfig(seed=13, epochs=6, batch_size=32, lr=5e-5, max_length=128, 
 _HERE = Path(__file__).resolve().parent
 
 DATA_HOW = (
-    "Template families (data/templates.yaml x data/slots.yaml, seeded draws), hand-written examples "
+    "Template families (data/templates.yaml x data/slots.yaml, seeded draws; encoded payloads in ten "
+    "encodings, data with injected instructions, split-word smuggling, emotional framings, harmful requests "
+    "and their hard negatives: pasted logs, code, documents, security and help questions), hand-written examples "
     "(data/handwritten.yaml) and benign chat (a 3,000-message Chit Chat dataset sample). A seeded share gets an obfuscated copy "
     "(leetspeak, homoglyphs, zero-width characters, spaced letters, case, typos; benign as often as attacks); 'eval-only hidden' copies hide "
     "the text in base64, hex or Unicode tag characters behind a harmless carrier and are scored through the "
@@ -53,9 +55,9 @@ def build_spec() -> ModelSpec:
     return ModelSpec(
         name=MODEL_NAME,
         display_name=DISPLAY_NAME,
-        description=("Prompt-attack classifier for meshward's security service: benign plus five threat categories "
+        description=("Prompt-attack classifier for meshward's security service: benign plus six threat categories "
                      "(prompt_extraction, credential_extraction, role_manipulation, security_bypass, "
-                     "config_inspection). Fine-tuned from all-MiniLM-L6-v2 with mean pooling; runs after the rules layer."),
+                     "config_inspection, harmful_content). Fine-tuned from all-MiniLM-L6-v2 with mean pooling; runs after the rules layer."),
         labels=LABELS,
         preprocessing=PREPROCESSING,
         key_parts=lambda: [_HERE / "__init__.py", _HERE / "data.py", _HERE / "evaluate.py", DATA_DIR],

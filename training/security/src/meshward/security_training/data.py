@@ -23,12 +23,12 @@ from typing import Any
 import yaml
 from meshward.training import Example, dedupe
 
-__all__ = ["BENIGN", "DATA_DIR", "LABELS", "build_examples", "external_sets", "family_of", "transform"]
+__all__ = ["BENIGN", "DATA_DIR", "ENCODERS", "LABELS", "build_examples", "external_sets", "family_of", "transform"]
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 BENIGN = "benign"
 LABELS = (BENIGN, "prompt_extraction", "credential_extraction", "role_manipulation", "security_bypass",
-          "config_inspection")
+          "config_inspection", "harmful_content")
 SEED = 20240611
 SAMPLES_PER_FAMILY = 20
 OBFUSCATE_ATTACK = 0.35
@@ -113,6 +113,28 @@ def _tags(text: str) -> str:
     return "".join(chr(0xE0000 + ord(c)) for c in text if 0x20 <= ord(c) < 0x7F)
 
 
+_MORSE = dict(zip("abcdefghijklmnopqrstuvwxyz0123456789", (
+    ".- -... -.-. -.. . ..-. --. .... .. .--- -.- .-.. -- -. --- .--. --.- .-. ... - ..- ...- .-- -..- -.-- --.. "
+    "----- .---- ..--- ...-- ....- ..... -.... --... ---.. ----.").split(), strict=True))
+_BRAILLE = dict(zip("abcdefghijklmnopqrstuvwxyz", "⠁⠃⠉⠙⠑⠋⠛⠓⠊⠚⠅⠇⠍⠝⠕⠏⠟⠗⠎⠞⠥⠧⠺⠭⠽⠵", strict=True))
+
+# How users hide a request from a filter (issue 12's "encoded payloads"): each turns a sentence into a spelling
+# a reader (or an LLM) can undo. Used to fill {enc_payload} / {enc_benign}; the run time decodes them all
+# (meshward.security.decoding), the model learns the request around them.
+ENCODERS = {
+    "base64": _b64,
+    "hex": lambda t: t.encode().hex(),
+    "rot13": lambda t: t.translate(str.maketrans("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ",
+                                                 "nopqrstuvwxyzabcdefghijklmNOPQRSTUVWXYZABCDEFGHIJKLM")),
+    "morse": lambda t: " / ".join(" ".join(_MORSE[c] for c in w if c in _MORSE) for w in t.lower().split()),
+    "braille": lambda t: "".join(_BRAILLE.get(c, " " if c == " " else "") for c in t.lower()),
+    "reversed": lambda t: t[::-1],
+    "url": lambda t: "".join(f"%{b:02X}" for b in t.encode()),
+    "html": lambda t: "".join(f"&#{ord(c)};" for c in t),
+    "binary": lambda t: " ".join(f"{b:08b}" for b in t.encode()),
+    "leet": lambda t: t.translate(str.maketrans("aeiost", "431057")),
+}
+
 HIDERS = {
     "base64": lambda carrier, text: f"{carrier} {_b64(text)}",
     "hex": lambda carrier, text: f"{carrier} {text.encode().hex()}",
@@ -181,7 +203,9 @@ def _with_variants(examples: list[Example], rng: random.Random, carriers: list[s
 def build_examples(seed: int = SEED) -> tuple[list[Example], dict[str, Any]]:
     """Every example, in a fixed order; ``sources`` counts where they came from (for the model card)."""
     rng = random.Random(seed)
-    slots: dict[str, list[str]] = _yaml("slots.yaml")
+    slots: dict[str, list[str]] = dict(_yaml("slots.yaml"))
+    for slot, plain in (("enc_payload", "enc_attack_plain"), ("enc_benign", "enc_benign_plain")):
+        slots[slot] = [encode(text) for text in slots[plain] for encode in ENCODERS.values()]
     families = _yaml("templates.yaml")["families"]
     examples: list[Example] = []
     for family in families:

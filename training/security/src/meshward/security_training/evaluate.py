@@ -9,9 +9,9 @@ import numpy as np
 from meshward.security.classifier import score_texts
 from meshward.training.metrics import rate_at_threshold, recall_at_fpr, threshold_for_fpr
 
-from .data import BENIGN, LABELS, external_sets
+from .data import BENIGN, LABELS, build_examples, external_sets, family_of
 
-__all__ = ["TARGET_FPR", "external", "gates", "headline", "operating_point", "score"]
+__all__ = ["TARGET_FPR", "external", "gates", "headline", "operating_point", "per_family", "score"]
 
 TARGET_FPR = 0.01  # the operating threshold allows at most 1% of benign calib questions to be flagged
 MIN_THRESHOLD = 0.5  # never block a question the model finds more likely benign than not
@@ -75,9 +75,29 @@ def gates(test: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+def per_family(clf: Any, threshold: float) -> dict[str, dict[str, Any]]:
+    """Held-out test split by template family: share flagged at ``threshold`` (attack families: recall; benign
+    families: false-positive rate). Only families with a template held out appear."""
+    from . import held_out_splits
+
+    examples, _ = build_examples()
+    test = [e for e in held_out_splits(examples)["test"] if family_of(e.group)]
+    attack = 1.0 - score_texts(clf, [e.text for e in test])[:, _B]
+    out: dict[str, dict[str, Any]] = {}
+    for e, a in zip(test, attack, strict=True):
+        entry = out.setdefault(str(family_of(e.group)), {"label": e.label, "n": 0, "flagged": 0})
+        entry["n"] += 1
+        entry["flagged"] += int(a >= threshold)
+    for entry in out.values():
+        entry["share_flagged"] = round(entry["flagged"] / entry["n"], 4)
+    return dict(sorted(out.items()))
+
+
 def external(clf: Any, operating: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
     t = operating["threshold"]
+    out: dict[str, Any] = {"held-out test split, per template family": {
+        "note": "Not an external corpus: our own held-out templates, by family, at the operating threshold.",
+        "families": per_family(clf, t)}}
     for name, rows in external_sets().items():
         probs = score_texts(clf, [text for text, _ in rows])
         attack = 1.0 - probs[:, _B]
