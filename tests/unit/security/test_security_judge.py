@@ -85,3 +85,41 @@ async def test_a_harmful_topic_in_content_is_not_an_injection():
     assert content.verdict.allowed and "not an injection" in content.verdict.reason
     question = await judge.check(SecurityCheckRequest(text="How do I make a pipe bomb?"))
     assert not question.verdict.allowed and question.verdict.threat_category == ThreatCategory.HARMFUL_CONTENT
+
+
+class _ScoredClassifier:
+    """A stand-in classifier that scores the completed conversation 0.8 (as joined ordinary turns may score) and
+    any single turn, or the turns before the last, 0.3."""
+
+    name = DecidingLayer.CLASSIFIER
+
+    async def evaluate(self, text: str) -> Finding | None:
+        score = 0.8 if "\n" in text and "Calculate 6 " in text else 0.3
+        return Finding(ThreatCategory.SECURITY_BYPASS, score, self.name, f"p={score:.2f}", blocking=score >= 0.7)
+
+
+async def test_a_conversation_needs_a_surer_classifier_verdict_than_a_message():
+    turns = [f"Calculate {n} * 23 + 7" for n in range(6)]
+    lenient = _judge(_ScoredClassifier())
+    assert (await lenient.check(SecurityCheckRequest(text="Calculate 6 * 23 + 7", context=turns))).verdict.allowed  # 0.8 < 0.95
+    strict_judge = _judge(_ScoredClassifier())
+    strict_judge.conversation_min_score = 0.75
+    j = await strict_judge.check(SecurityCheckRequest(text="Calculate 6 * 23 + 7", context=turns))
+    assert not j.verdict.allowed and j.verdict.reason.startswith("conversation of 7 turns")
+
+
+async def test_known_threats_judge_questions_not_joined_conversations():
+    from meshward.security.handlers import _judge as service_judge
+
+    asked: list[str] = []
+
+    class Known:
+        name = DecidingLayer.KNOWN_THREATS
+
+        async def evaluate(self, text: str) -> Finding | None:
+            asked.append(text)
+            return None
+
+    judge = service_judge(RulesLayerAdapter(), [Known()], [])
+    assert (await judge.check(SecurityCheckRequest(text="And the disk?", context=["How much memory is free?"]))).verdict.allowed
+    assert asked == ["And the disk?"]

@@ -63,6 +63,9 @@ class InteractionCompleted(Event):
 class SecurityViolation(Event):
     type: Literal["security_violation"] = "security_violation"
     text: str
+    # the text with its hidden parts revealed (smuggled Unicode tags, base64/hex runs decoded), as security read it:
+    # what memory learns and compares, so that a harmless carrier sentence is never what a threat is made of
+    reading: str | None = Field(default=None, max_length=40_000)
     category: ThreatCategory
     score: float
     layer: DecidingLayer

@@ -98,7 +98,8 @@ class EventSink:
         if not verdict.learn:
             log.info("violation %s logged, not learned: %s", event.event_id, verdict.reason)
             return
-        await self.semantic.add_threat(event.event_id, event.text, str(event.category), event.score, source_event_id=event.event_id)
+        await self.semantic.add_threat(event.event_id, event.reading or event.text, str(event.category), event.score,
+                                       source_event_id=event.event_id)
         await self.store.mark_learned(event.event_id)
 
 

@@ -36,9 +36,10 @@ class LearningPolicy:
             return LearnVerdict(False, f"decided by the {event.layer} layer; only rules and classifier blocks are learned")
         if event.score < self.min_score:
             return LearnVerdict(False, f"score {event.score:.2f} below the learning minimum {self.min_score:.2f}")
-        if not event.text.strip():
+        text = event.reading or event.text
+        if not text.strip():
             return LearnVerdict(False, "empty text")
-        near = await semantic.similar_scope_examples(event.text, k=1)
+        near = await semantic.similar_scope_examples(text, k=1)
         if near and near[0].similarity >= self.max_scope_similarity:
             return LearnVerdict(False, f"too close ({near[0].similarity:.2f}) to the in-scope example {near[0].text!r}")
         return LearnVerdict(True, "confident block")

@@ -21,22 +21,25 @@ from meshward.telemetry import metrics
 
 from .decision import Layer, RulesLayerAdapter, SecurityDecider
 from .decoding import DecodeLayer
-from .judge import ContentRulesLayer, SecurityJudge, injections_only
+from .judge import CONVERSATION_MIN_SCORE, ContentRulesLayer, SecurityJudge, injections_only
 from .known_threats import KnownThreatsLayer
+from .normalize import revealed
 from .output_check import OutputChecker
 from .rules import RulesLayer
 from .settings import SecuritySettings
 from .suffix import SuffixLayer
 
 
-def _judge(rules: Layer, known: list[Layer], classifier: list[Layer], model: ModelInfo | None = None) -> SecurityJudge:
+def _judge(rules: Layer, known: list[Layer], classifier: list[Layer], model: ModelInfo | None = None,
+           conversation_min_score: float = CONVERSATION_MIN_SCORE) -> SecurityJudge:
     """Questions: rules, known threats, the adversarial-suffix layer, each decoded reading (judged by the
     rules and the classifier), the classifier. Content: the same less known threats and suffixes (pasted data
     has its own shapes), plus the rules for text that addresses the assistant."""
     decode = DecodeLayer([rules, *classifier])
     questions = SecurityDecider([rules, *known, SuffixLayer(), decode, *classifier], model=model)
+    conversations = SecurityDecider([rules, SuffixLayer(), decode, *classifier], model=model)
     content = SecurityDecider(injections_only([rules, ContentRulesLayer(), decode, *classifier]), model=model)
-    return SecurityJudge(questions, content)
+    return SecurityJudge(questions, content, conversation_min_score, conversations)
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,7 @@ def create_service(settings: SecuritySettings | None = None) -> Service[Security
         classifier = ClassifierLayer(model, max_batch_size=settings.max_batch_size, max_wait_ms=settings.max_wait_ms)
         stack.push_async_callback(classifier.close)
         info = model.model_info
-        judge = _judge(rules, tail, [classifier], model=info)
+        judge = _judge(rules, tail, [classifier], model=info, conversation_min_score=settings.conversation_min_score)
         svc.details.update(layers=",".join(str(layer.name) for layer in judge.questions.layers),
                            model=info.name,
                            model_version=info.version, provider=info.provider or "",
@@ -90,6 +93,7 @@ def create_service(settings: SecuritySettings | None = None) -> Service[Security
                 subjects.EVENT_VIOLATION,
                 SecurityViolation(
                     text=req.text,
+                    reading=revealed(req.text),
                     category=verdict.threat_category,
                     score=verdict.score,
                     layer=verdict.layer,

@@ -20,9 +20,10 @@ from meshward.contracts import CheckMode, DecidingLayer, SecurityCheckRequest, S
 from .decision import Finding, Layer, SecurityDecider
 from .normalize import normalize
 
-__all__ = ["MAX_CONTEXT_CHARS", "MAX_TURNS", "ContentRulesLayer", "Judgement", "SecurityJudge", "injections_only"]
+__all__ = ["CONVERSATION_MIN_SCORE", "MAX_CONTEXT_CHARS", "MAX_TURNS", "ContentRulesLayer", "Judgement", "SecurityJudge", "injections_only"]
 
 MAX_TURNS = 6  # earlier user turns read with the question
+CONVERSATION_MIN_SCORE = 0.95  # calibrated on joined benign conversations (README: Security hardening)
 MAX_CONTEXT_CHARS = 6_000  # of the joined conversation, its most recent end
 
 
@@ -86,9 +87,16 @@ class Judgement:
 
 
 class SecurityJudge:
-    def __init__(self, questions: SecurityDecider, content: SecurityDecider) -> None:
+    def __init__(self, questions: SecurityDecider, content: SecurityDecider, conversation_min_score: float = CONVERSATION_MIN_SCORE,
+                 conversations: SecurityDecider | None = None) -> None:
         self.questions = questions
         self.content = content
+        # joined turns: the question layers less known threats, which are single questions learned from single
+        # questions (and asking memory about every joined conversation doubles its work for nothing)
+        self.conversations = conversations or questions
+        # the classifier learned single messages: several ordinary turns joined score higher than any one of them,
+        # so a conversation needs a surer classifier verdict than a message does (rules and decoding keep theirs)
+        self.conversation_min_score = conversation_min_score
 
     async def check(self, req: SecurityCheckRequest) -> Judgement:
         if req.mode == CheckMode.CONTENT:
@@ -105,10 +113,10 @@ class SecurityJudge:
         turns = turns[-MAX_TURNS:]
         if not turns:
             return Judgement(verdict, learnable=False)
-        whole = await self.questions.decide(_joined([*turns, req.text]))
-        if whole.allowed:
+        whole = await self.conversations.decide(_joined([*turns, req.text]))
+        if whole.allowed or (whole.layer == DecidingLayer.CLASSIFIER and whole.score < self.conversation_min_score):
             return Judgement(verdict, learnable=False)
-        before = await self.questions.decide(_joined(turns))
+        before = await self.conversations.decide(_joined(turns))
         if not before.allowed:
             return Judgement(verdict, learnable=False)
         reason = f"conversation of {len(turns) + 1} turns: {whole.reason}"

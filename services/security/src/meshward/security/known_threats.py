@@ -20,6 +20,7 @@ from meshward.contracts import (
 )
 
 from .decision import Finding
+from .normalize import revealed
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ class KnownThreatsLayer:
         try:
             reply = await self.bus().request(
                 subjects.MEMORY_SIMILAR_THREATS,
-                SimilarThreatsRequest(text=text[:20_000], k=1, min_similarity=self.min_similarity),
+                SimilarThreatsRequest(text=revealed(text)[:20_000], k=1, min_similarity=self.min_similarity),
                 SimilarThreatsReply,
                 timeout=self.timeout_s,
                 retries=0,

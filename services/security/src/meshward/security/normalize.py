@@ -100,6 +100,27 @@ def readings(text: str) -> list[list[str]]:
     return out
 
 
+def revealed(text: str) -> str:
+    """The text as it reads with its hidden content revealed: base64/hex runs replaced by what they decode to and
+    text smuggled in Unicode tag characters appended, NFKC-normalised, invisible characters dropped; a plain
+    question reads as itself. Two messages with one carrier
+    sentence and different smuggled payloads read differently here; as raw text an encoder sees the same sentence
+    plus noise."""
+    text = text[:MAX_INPUT_CHARS]
+    hidden = "".join(chr(ord(c) - 0xE0000) for c in "".join(_TAG_RUN.findall(text)))
+    tries = 0
+
+    def swap(match: re.Match[str]) -> str:
+        nonlocal tries
+        tries += 1
+        decoded = _decode(match.group()) if tries <= _MAX_SEGMENT_TRIES else None
+        return f" {decoded} " if decoded is not None else match.group()
+
+    visible = _B64_CANDIDATE.sub(swap, _TAG_RUN.sub(" ", text))
+    folded = unicodedata.normalize("NFKC", f"{visible} {hidden}").translate(_CLEAN_TABLE)
+    return _WS.sub(" ", folded).strip()
+
+
 def decode_segments(text: str, limit: int = MAX_DECODED_SEGMENTS) -> list[str]:
     """Base64 (standard or URL-safe) and hex runs of >= 16 chars that decode to mostly printable text."""
     found: list[str] = []
