@@ -171,13 +171,23 @@ async def faults(stack: Stack, url: str, nc_url: str) -> list[dict]:
                 t.cancel()
             await asyncio.gather(*load, return_exceptions=True)
         # no event lost: every answered question is in its thread's history, once memory has caught up
-        await drain_time(await nats.connect(nc_url))
+        await drain_time(await observer(stack))
         missing = 0
         for thread, question in run.answered:
             h = await http.get(f"/v1/threads/{thread}/history", params={"limit": 500})
             missing += h.status_code != 200 or question not in [t["question"] for t in h.json()["turns"]]
     results.append({"answered": len(run.answered), "failed": run.failed, "failures": run.failures, "lost_from_history": missing})
     return results
+
+
+async def observer(stack: Stack) -> nats.NATS:
+    """A connection that may read the memory consumer's backlog: on the closed bus only memory's user may, so the
+    bench connects as memory (its password file, its inbox prefix); an open server takes anyone."""
+    if stack.credentials is None:
+        return await nats.connect(stack.nats_url, max_reconnect_attempts=-1)
+    password = stack.credentials.password_file("memory").read_text(encoding="utf-8").strip()
+    return await nats.connect(stack.nats_url, user="memory", password=password, inbox_prefix="_INBOX.memory",
+                              max_reconnect_attempts=-1)
 
 
 async def main_async(args) -> None:
@@ -192,7 +202,7 @@ async def main_async(args) -> None:
         try:
             assert await stack.wait_healthy(), "not healthy"
             url = f"http://127.0.0.1:{port}"
-            nc = await nats.connect(stack.nats_url, max_reconnect_attempts=-1)
+            nc = await observer(stack)
             print(f"machine: {machine()}; load average at start {os.getloadavg()[0]:.1f}")
             for clients in args.clients:
                 r = await phase(url, nc, clients, args.duration, args.check_every)
