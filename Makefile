@@ -71,6 +71,7 @@ bench: $(STAMP) chromium
 	$(BIN)/python bench/e2e.py
 	$(BIN)/python bench/classifiers.py
 	$(BIN)/python bench/security_layers.py
+	$(BIN)/python bench/ask_eval.py
 	$(BIN)/python bench/tools.py
 	$(BIN)/python bench/memory.py
 	$(BIN)/python bench/llm.py
