@@ -101,11 +101,10 @@ def readings(text: str) -> list[list[str]]:
 
 
 def revealed(text: str) -> str:
-    """The text as it reads with its hidden content revealed: base64/hex runs replaced by what they decode to and
-    text smuggled in Unicode tag characters appended, NFKC-normalised, invisible characters dropped; a plain
-    question reads as itself. Two messages with one carrier
-    sentence and different smuggled payloads read differently here; as raw text an encoder sees the same sentence
-    plus noise."""
+    """The text as it reads with its hidden content revealed: base64/hex runs replaced by what they decode to, text
+    smuggled in Unicode tag characters appended, NFKC-normalised, invisible characters dropped; a plain question
+    reads as itself. Two messages with one carrier sentence and different smuggled payloads read differently here;
+    as raw text an encoder sees the same sentence plus noise."""
     text = text[:MAX_INPUT_CHARS]
     hidden = "".join(chr(ord(c) - 0xE0000) for c in "".join(_TAG_RUN.findall(text)))
     tries = 0

@@ -5,6 +5,8 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .judge import CONVERSATION_MIN_SCORE
+
 # The identifying sentences of the supervisor's system prompt: an answer that
 # repeats them is leaking the prompt.
 DEFAULT_PROTECTED_PHRASES = [
@@ -26,7 +28,7 @@ class SecuritySettings(BaseSettings):
     model_dir: Path | None = Field(default=None, description="a built security model folder; the newest build in the models root when unset")
     model_version: str | None = Field(default=None, max_length=64, description="the build (model key or a prefix) to load from the models root")
     threshold: float | None = Field(default=None, gt=0.0, lt=1.0, description="override the model card's operating threshold")
-    conversation_min_score: float = Field(default=0.95, gt=0.0, le=1.0,
+    conversation_min_score: float = Field(default=CONVERSATION_MIN_SCORE, gt=0.0, le=1.0,
                                           description="the classifier's score that blocks a conversation (the joined recent turns)")
     max_batch_size: int = Field(default=32, ge=1, le=1024, description="micro-batching: most questions in one inference")
     max_wait_ms: float = Field(default=2.0, ge=0.0, le=1000.0, description="micro-batching: longest wait for company")
