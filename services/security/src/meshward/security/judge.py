@@ -11,6 +11,7 @@ or untrusted content (a tool result, a fetched page, an attached document) befor
 """
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -104,16 +105,19 @@ class SecurityJudge:
             where = req.source or "unnamed source"
             reason = f"content from {where}: {verdict.reason}"
             return Judgement(verdict.model_copy(update={"source": req.source, "reason": reason}), learnable=False)
-        verdict = await self.questions.decide(req.text)
-        if not verdict.allowed:
-            return Judgement(verdict, learnable=True)
         turns = [t for t in req.context if t.strip()]
         if turns and turns[-1].strip() == req.text.strip():
             turns.pop()  # the caller included the question itself
         turns = turns[-MAX_TURNS:]
         if not turns:
-            return Judgement(verdict, learnable=False)
-        whole = await self.conversations.decide(_joined([*turns, req.text]))
+            verdict = await self.questions.decide(req.text)
+            return Judgement(verdict, learnable=not verdict.allowed)
+        # the question and its conversation are judged at once: nearly every question passes alone, and then the
+        # conversation's verdict is needed anyway (the same CPU, one pass of latency instead of two)
+        verdict, whole = await asyncio.gather(self.questions.decide(req.text),
+                                              self.conversations.decide(_joined([*turns, req.text])))
+        if not verdict.allowed:
+            return Judgement(verdict, learnable=True)
         if whole.allowed or (whole.layer == DecidingLayer.CLASSIFIER and whole.score < self.conversation_min_score):
             return Judgement(verdict, learnable=False)
         before = await self.conversations.decide(_joined(turns))
