@@ -138,7 +138,7 @@ async def same_command(url: str, n: int = 32) -> dict:
             "example_error": next((r.json().get("answer") for r, st in zip(replies, statuses, strict=True) if st != "answered"), None)}
 
 
-async def faults(stack: Stack, url: str, nc_url: str) -> list[dict]:
+async def faults(stack: Stack, url: str) -> list[dict]:
     results = []
     run = Run()
     async with httpx.AsyncClient(base_url=url, timeout=60) as http:
@@ -213,7 +213,7 @@ async def main_async(args) -> None:
                       flush=True)
             print(f"32 concurrent 'how much memory is free?': {await same_command(url)}", flush=True)
             if args.faults:
-                for r in await faults(stack, url, stack.nats_url):
+                for r in await faults(stack, url):
                     print(r, flush=True)
             print(f"load average at the end {os.getloadavg()[0]:.1f}")
             await nc.close()
