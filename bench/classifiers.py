@@ -11,6 +11,7 @@
 CPU (int8 model) always; CUDA (fp16 model) too when onnxruntime-gpu finds a GPU. Figures only, never asserted.
 
     .venv/bin/python bench/classifiers.py [--seconds 3] [--json out.json] [--device cpu|cuda|all]
+        [--models security,intent] [--batches 1,8,64] [--clients 1,8,64] [--max-batch 32]
 """
 from __future__ import annotations
 
@@ -38,17 +39,20 @@ SHORT = [
 ]
 
 
-def load(device: str):
-    from meshward.intent.classifier import FineTunedScopeClassifier
-    from meshward.intent.scope import load_scope
-    from meshward.security.classifier import SecurityClassifier
+def load(device: str, models: list[str]):
+    loaded = {}
+    if "security" in models:
+        from meshward.security.classifier import SecurityClassifier
 
-    security = SecurityClassifier.load(device=device)
-    intent = FineTunedScopeClassifier.load(load_scope(), device=device)
-    return {
-        "security": (security.classify_many, lambda qs: qs, security.clf),
-        "intent": (intent.classify_many, lambda qs: [(q, False) for q in qs], intent.clf),
-    }
+        security = SecurityClassifier.load(device=device)
+        loaded["security"] = (security.classify_many, lambda qs: qs, security.clf)
+    if "intent" in models:
+        from meshward.intent.classifier import FineTunedScopeClassifier
+        from meshward.intent.scope import load_scope
+
+        intent = FineTunedScopeClassifier.load(load_scope(), device=device)
+        loaded["intent"] = (intent.classify_many, lambda qs: [(q, False) for q in qs], intent.clf)
+    return loaded
 
 
 def single(fn, wrap, seconds: float) -> dict[str, float]:
@@ -96,6 +100,14 @@ async def concurrent(fn, wrap, clients: int, seconds: float, max_batch: int, max
             "mean_batch": round(batcher.stats.mean_batch, 1)}
 
 
+def model_only(clf, batch: int, seconds: float) -> float:
+    """The graph alone (token ids in, logits out; batched when the graph allows): the device's ceiling,
+    without the service's text preparation."""
+    ids = clf.tokenize([SHORT[i % len(SHORT)] for i in range(batch)])
+    return throughput(lambda rows: clf.logits_from_ids(rows, None if clf.batch_invariant else [0] * len(rows)),
+                      lambda _: ids, 1, seconds) * batch
+
+
 def per_question_vs_shared(fn, wrap, clf, batch: int, seconds: float) -> dict[str, float]:
     """Throughput of the int8 graph run per question (the services) and in one shared call (the baseline)."""
     out = {}
@@ -116,19 +128,25 @@ def main() -> None:
     parser.add_argument("--device", choices=["cpu", "cuda", "all"], default="all")
     parser.add_argument("--max-batch", type=int, default=32)
     parser.add_argument("--max-wait-ms", type=float, default=2.0)
+    parser.add_argument("--models", default="security,intent", help="comma-separated: security, intent")
+    parser.add_argument("--batches", default="1,2,4,8,16,32,64", help="batch sizes for the throughput sweep")
+    parser.add_argument("--clients", default="1,8,64", help="concurrent clients through the micro-batcher")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
+    batches = [int(b) for b in args.batches.split(",")]
+    clients = [int(c) for c in args.clients.split(",")]
     devices = ["cpu"] if args.device == "cpu" else ["cuda"] if args.device == "cuda" else ["cpu"] + (
         ["cuda"] if CUDA in available_providers() else [])
     print(f"machine: {machine()}; onnxruntime providers: {', '.join(available_providers())}")
     report: dict = {"machine": machine(), "results": {}}
     for device in devices:
-        for name, (fn, wrap, clf) in load(device).items():
+        for name, (fn, wrap, clf) in load(device, args.models.split(",")).items():
             row: dict = {"model": f"{clf.name} {clf.version}", "file": clf.model_file, "provider": clf.provider}
             row["single_query_ms"] = single(fn, wrap, args.seconds)
-            row["throughput_per_s"] = {b: throughput(fn, wrap, b, args.seconds / 2) for b in (1, 2, 4, 8, 16, 32, 64)}
+            row["throughput_per_s"] = {b: throughput(fn, wrap, b, args.seconds / 2) for b in batches}
+            row["model_only_per_s"] = {b: round(model_only(clf, b, args.seconds / 2), 1) for b in batches}
             row["micro_batching"] = {c: asyncio.run(concurrent(fn, wrap, c, args.seconds, args.max_batch, args.max_wait_ms))
-                                     for c in (1, 8, 64)}
+                                     for c in clients}
             if not clf.batch_invariant:
                 row["int8_batch_32"] = per_question_vs_shared(fn, wrap, clf, 32, args.seconds)
             report["results"][f"{name}/{device}"] = row
@@ -136,6 +154,7 @@ def main() -> None:
             print(f"\n{name} on {clf.provider} ({clf.model_file}, {clf.name} {clf.version})")
             print(f"  single query: p50 {s['p50']:.2f} ms  p99 {s['p99']:.2f} ms")
             print("  throughput by batch size: " + "  ".join(f"{b}: {v:.0f}/s" for b, v in row["throughput_per_s"].items()))
+            print("  graph alone by batch size: " + "  ".join(f"{b}: {v:.0f}/s" for b, v in row["model_only_per_s"].items()))
             for c, m in row["micro_batching"].items():
                 print(f"  {c:>2} concurrent clients: p50 {m['p50']:.2f} ms  p99 {m['p99']:.2f} ms  "
                       f"{m['per_s']:.0f}/s  mean batch {m['mean_batch']}")

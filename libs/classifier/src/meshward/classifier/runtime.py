@@ -30,13 +30,22 @@ CUDA = "CUDAExecutionProvider"
 ENV_DEVICE = "MESHWARD_CLASSIFIER_DEVICE"
 ENV_THREADS = "MESHWARD_CLASSIFIER_THREADS"
 ENV_SPIN = "MESHWARD_CLASSIFIER_SPIN"
-_SUB_BATCH = 64  # rows per session.run; bigger batches are split (bounded memory, similar lengths together)
+_SUB_BATCH = 64  # rows per session.run on a CPU; bigger batches are split (bounded memory, similar lengths together)
+_SUB_BATCH_CUDA = 256
 _PAD_MULTIPLE = 8
 DYNAMIC_QUANTIZED = frozenset({"model.int8.onnx"})  # activations scaled per call (see the module docstring)
 
 
 def available_providers() -> list[str]:
     return list(ort.get_available_providers())
+
+
+def _preload_cuda_libraries() -> None:
+    """Load the CUDA and cuDNN libraries from NVIDIA's pip packages when they are installed (onnxruntime-gpu's
+    own helper; a CUDA base image has them on the loader's path already)."""
+    preload = getattr(ort, "preload_dlls", None)
+    if preload is not None:
+        preload()
 
 
 def softmax(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
@@ -80,12 +89,35 @@ class OnnxTextClassifier:
         cuda = device in ("auto", "cuda") and CUDA in available_providers()
         if device == "cuda" and not cuda:
             raise RuntimeError(f"{ENV_DEVICE}=cuda but onnxruntime has no {CUDA} (install the gpu extra: onnxruntime-gpu)")
-        if model_file is None:
-            candidates = ["model.fp16.onnx", "model.fp32.onnx"] if cuda else ["model.int8.onnx"]
-            model_file = next((c for c in candidates if (self.model_dir / c).is_file()), candidates[-1])
+        if cuda:
+            _preload_cuda_libraries()
+        chosen = model_file
+        self._session = self._open(chosen or self._default_file(cuda), threads, cuda)
+        if cuda and self._session.get_providers()[0] != CUDA:
+            # onnxruntime-gpu lists CUDA whenever it is installed; the provider itself only starts where the CUDA
+            # and cuDNN libraries load, and otherwise onnxruntime quietly runs the GPU graph on the CPU
+            if device == "cuda":
+                raise RuntimeError(f"{ENV_DEVICE}=cuda but {CUDA} did not start: the CUDA 13 runtime and cuDNN 9 "
+                                   "libraries must load (pip install 'onnxruntime-gpu[cuda,cudnn]', or a CUDA runtime "
+                                   "+ cuDNN base image) and a GPU must be visible (nvidia-smi)")
+            self._session = self._open(chosen or self._default_file(False), threads, False)
+        self.provider: str = self._session.get_providers()[0]
+        self._inputs = {i.name for i in self._session.get_inputs()}
+        # rows per session.run: a GPU is fed larger calls than a CPU (bounded memory either way)
+        self.sub_batch = _SUB_BATCH_CUDA if self.provider == CUDA else _SUB_BATCH
+
+        self._tokenizer = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
+        self._tokenizer.no_padding()
+        self._tokenizer.enable_truncation(self.max_length)
+        self.pieces = WordPieces(self.model_dir / "tokenizer.json")
+
+    def _default_file(self, cuda: bool) -> str:
+        candidates = ["model.fp16.onnx", "model.fp32.onnx"] if cuda else ["model.int8.onnx"]
+        return next((c for c in candidates if (self.model_dir / c).is_file()), candidates[-1])
+
+    def _open(self, model_file: str, threads: int | None, cuda: bool) -> ort.InferenceSession:
         self.model_file = model_file
         self.batch_invariant = model_file not in DYNAMIC_QUANTIZED
-
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads = threads or int(os.environ.get(ENV_THREADS, "0") or 0) or min(4, os.cpu_count() or 1)
@@ -96,14 +128,7 @@ class OnnxTextClassifier:
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
         providers = [CUDA, CPU] if cuda else [CPU]
-        self._session = ort.InferenceSession(str(self.model_dir / model_file), options, providers=providers)
-        self.provider: str = self._session.get_providers()[0]
-        self._inputs = {i.name for i in self._session.get_inputs()}
-
-        self._tokenizer = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
-        self._tokenizer.no_padding()
-        self._tokenizer.enable_truncation(self.max_length)
-        self.pieces = WordPieces(self.model_dir / "tokenizer.json")
+        return ort.InferenceSession(str(self.model_dir / model_file), options, providers=providers)
 
     # ------------------------------------------------------------------ API
     @property
@@ -150,7 +175,7 @@ class OnnxTextClassifier:
             return out
         if self.batch_invariant:
             order = np.argsort([len(ids) for ids in batch], kind="stable")
-            calls = [order[start:start + _SUB_BATCH] for start in range(0, n, _SUB_BATCH)]
+            calls = [order[start:start + self.sub_batch] for start in range(0, n, self.sub_batch)]
         else:
             owners = list(range(n)) if groups is None else list(groups)
             if len(owners) != n:
@@ -158,8 +183,8 @@ class OnnxTextClassifier:
             by_owner: dict[int, list[int]] = {}
             for row, owner in enumerate(owners):
                 by_owner.setdefault(owner, []).append(row)
-            calls = [np.asarray(rows[start:start + _SUB_BATCH]) for rows in by_owner.values()
-                     for start in range(0, len(rows), _SUB_BATCH)]
+            calls = [np.asarray(rows[start:start + self.sub_batch]) for rows in by_owner.values()
+                     for start in range(0, len(rows), self.sub_batch)]
         for rows in calls:
             out[rows] = self._run([batch[i] for i in rows], pad=self.batch_invariant and len(rows) > 1)
         return out
