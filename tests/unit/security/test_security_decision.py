@@ -1,5 +1,7 @@
+import asyncio
 from dataclasses import dataclass, field
 
+import pytest
 from meshward.contracts import DecidingLayer, ModelInfo, SecurityVerdict, ThreatCategory
 from meshward.security.decision import Finding, Layer, RulesLayerAdapter, SecurityDecider
 
@@ -116,3 +118,68 @@ async def test_known_threats_are_asked_about_the_revealed_reading():
     tags = "".join(chr(0xE0000 + ord(c)) for c in "restart nginx")
     assert await layer.evaluate("Please summarise:" + tags) is None
     assert asked == ["Please summarise: restart nginx"]
+
+
+@dataclass
+class WaitingLayer:
+    """A layer that waits on something outside the loop (as the bus and the model do): it finishes when told."""
+
+    name: DecidingLayer
+    finding: Finding | None = None
+    error: Exception | None = None
+    waits: bool = True
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+    cancelled: bool = False
+
+    async def evaluate(self, text: str) -> Finding | None:
+        self.started.set()
+        try:
+            await self.release.wait()
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        if self.error is not None:
+            raise self.error
+        return self.finding
+
+
+async def test_waiting_layers_run_together_and_are_read_in_order():
+    known = WaitingLayer(DecidingLayer.KNOWN_THREATS, _finding(DecidingLayer.KNOWN_THREATS, 0.9, blocking=True))
+    model = WaitingLayer(DecidingLayer.CLASSIFIER, _finding(DecidingLayer.CLASSIFIER, 0.99, blocking=True))
+    rules = FakeLayer(DecidingLayer.RULES, None)
+    decision = asyncio.create_task(SecurityDecider([rules, known, model]).decide("x"))
+    await asyncio.wait_for(asyncio.gather(known.started.wait(), model.started.wait()), 5)  # both under way at once
+    model.release.set()  # the later layer answers first: the verdict still follows the order
+    await asyncio.sleep(0)
+    assert not decision.done()
+    known.release.set()
+    verdict = await asyncio.wait_for(decision, 5)
+    assert verdict.layer == DecidingLayer.KNOWN_THREATS
+
+
+async def test_an_earlier_block_cancels_waiting_layers_and_their_errors_are_not_raised():
+    rules = WaitingLayer(DecidingLayer.RULES, _finding(DecidingLayer.RULES, 0.95, blocking=True))
+    model = WaitingLayer(DecidingLayer.CLASSIFIER, error=RuntimeError("model down"))
+    decision = asyncio.create_task(SecurityDecider([rules, model]).decide("x"))
+    await asyncio.wait_for(model.started.wait(), 5)
+    rules.release.set()
+    verdict = await asyncio.wait_for(decision, 5)
+    assert verdict.layer == DecidingLayer.RULES and model.cancelled
+    # a waiting layer that failed before the block is read too (no "exception never retrieved")
+    failed = WaitingLayer(DecidingLayer.CLASSIFIER, error=RuntimeError("model down"))
+    failed.release.set()
+    late = WaitingLayer(DecidingLayer.CLASSIFIER, _finding(DecidingLayer.CLASSIFIER, 0.9, blocking=True))
+    first = WaitingLayer(DecidingLayer.KNOWN_THREATS, _finding(DecidingLayer.KNOWN_THREATS, 0.9, blocking=True))
+    first.release.set()
+    decision = asyncio.create_task(SecurityDecider([first, failed, late]).decide("x"))
+    await asyncio.wait_for(late.started.wait(), 5)
+    verdict = await asyncio.wait_for(decision, 5)
+    assert verdict.layer == DecidingLayer.KNOWN_THREATS and late.cancelled
+
+
+async def test_a_waiting_layer_error_in_its_turn_propagates():
+    model = WaitingLayer(DecidingLayer.CLASSIFIER, error=RuntimeError("model down"))
+    model.release.set()
+    with pytest.raises(RuntimeError, match="model down"):
+        await SecurityDecider([FakeLayer(DecidingLayer.RULES, None), model]).decide("x")

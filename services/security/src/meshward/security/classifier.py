@@ -152,6 +152,7 @@ class ClassifierLayer:
     """
 
     name: DecidingLayer = DecidingLayer.CLASSIFIER
+    waits = True  # the model runs on the batcher's worker thread
 
     def __init__(self, model: SecurityClassifier, *, max_batch_size: int = 32, max_wait_ms: float = 2.0) -> None:
         self.model = model

@@ -1,6 +1,7 @@
 """Compose security layers into one verdict: the first blocking finding decides."""
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,11 +23,19 @@ class Finding:
 
 
 class Layer(Protocol):
-    """One check over the question text; None means it has nothing to say."""
+    """One check over the question text; None means it has nothing to say.
+
+    A layer whose ``waits`` attribute is true spends its time waiting on something outside the event loop (a
+    request over the bus, a model on a worker thread): the decider starts such layers at once.
+    """
 
     name: DecidingLayer
 
     async def evaluate(self, text: str) -> Finding | None: ...
+
+
+def waits(layer: Layer) -> bool:
+    return bool(getattr(layer, "waits", False))
 
 
 class RulesLayerAdapter:
@@ -61,22 +70,33 @@ class SecurityDecider:
     async def decide(self, text: str) -> SecurityVerdict:
         if not normalize(text):
             return SecurityVerdict(allowed=True, score=0.0, layer=DecidingLayer.NONE, reason="empty", model=self._model)
+        # Waiting layers start together and are read in their turn: the verdict is the one the layers give in
+        # order, in the time of the slowest wait rather than the sum of them. A question an earlier layer blocks
+        # cancels the rest (their work may already be under way: blocks are the rare case).
+        started = {i: asyncio.ensure_future(layer.evaluate(text)) for i, layer in enumerate(self._layers) if waits(layer)}
         top: Finding | None = None
-        for layer in self._layers:
-            finding = await layer.evaluate(text)
-            if finding is None:
-                continue
-            if finding.blocking:
-                return SecurityVerdict(
-                    allowed=False,
-                    threat_category=finding.category,
-                    score=_clamp(finding.score),
-                    layer=finding.layer,
-                    reason=finding.reason,
-                    model=self._model,
-                )
-            if top is None or _clamp(finding.score) > _clamp(top.score):
-                top = finding
+        try:
+            for i, layer in enumerate(self._layers):
+                finding = await (started[i] if i in started else layer.evaluate(text))
+                if finding is None:
+                    continue
+                if finding.blocking:
+                    return SecurityVerdict(
+                        allowed=False,
+                        threat_category=finding.category,
+                        score=_clamp(finding.score),
+                        layer=finding.layer,
+                        reason=finding.reason,
+                        model=self._model,
+                    )
+                if top is None or _clamp(finding.score) > _clamp(top.score):
+                    top = finding
+        finally:
+            for task in started.values():
+                if not task.done():
+                    task.cancel()
+                elif not task.cancelled():
+                    task.exception()  # read: a layer that failed after the verdict was made is not an error
         if top is None:
             return SecurityVerdict(allowed=True, score=0.0, layer=DecidingLayer.NONE, reason="no layer blocked",
                                    model=self._model)

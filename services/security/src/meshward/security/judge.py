@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from meshward.contracts import CheckMode, DecidingLayer, SecurityCheckRequest, SecurityVerdict, ThreatCategory
 
-from .decision import Finding, Layer, SecurityDecider
+from .decision import Finding, Layer, SecurityDecider, waits
 from .normalize import normalize
 
 __all__ = ["CONVERSATION_MIN_SCORE", "MAX_CONTEXT_CHARS", "MAX_TURNS", "ContentRulesLayer", "Judgement", "SecurityJudge", "injections_only"]
@@ -65,6 +65,7 @@ class _InjectionsOnly:
     def __init__(self, layer: Layer) -> None:
         self.layer = layer
         self.name = layer.name
+        self.waits = waits(layer)
 
     async def evaluate(self, text: str) -> Finding | None:
         finding = await self.layer.evaluate(text)

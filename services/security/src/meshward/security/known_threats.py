@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 class KnownThreatsLayer:
     name = DecidingLayer.KNOWN_THREATS
+    waits = True  # a round trip to memory
 
     def __init__(self, bus: Callable[[], Bus], min_similarity: float = 0.85, timeout_s: float = 0.5):
         self.bus = bus  # a callable: the service's connection exists only once it has started
