@@ -16,7 +16,7 @@ PYPROJECTS := $(addsuffix /pyproject.toml,$(DISTS))
 # command as everything else so that nothing pulls another torch; no service or image imports them.
 INSTALL_ARGS := $(foreach d,$(DISTS),-e $(d))
 
-.PHONY: up test install models lint schemas bench clean help images images-gpu test-containers chromium
+.PHONY: up test install models lint schemas bench clean help images images-gpu test-containers chromium docker-engine
 
 help:
 	@sed -n '2,4p' Makefile
@@ -49,11 +49,15 @@ test: $(STAMP) models chromium
 chromium:
 	bash scripts/install-chromium.sh
 
+# A Docker engine that answers (as root: installs Debian's docker.io and starts dockerd when missing).
+docker-engine:
+	bash scripts/docker-engine.sh
+
 # Container images of every service in the tree (docker/images.sh: offline base when no registry answers).
-images: $(STAMP) models
+images: $(STAMP) models docker-engine
 	bash docker/images.sh
 
-images-gpu: $(STAMP) models
+images-gpu: $(STAMP) models docker-engine
 	bash docker/images.sh --gpu
 
 # The container suite on the images just built (starts dockerd when it is installed but not running).
