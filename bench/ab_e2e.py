@@ -8,6 +8,7 @@ classifiers, known threats asked of memory).
 
     git archive main | tar -x -C /tmp/baseline
     .venv/bin/python bench/ab_e2e.py --baseline /tmp/baseline [--rounds 400] [--question "..."] [--real]
+    .venv/bin/python bench/ab_e2e.py --baseline /tmp/baseline --real --question "Calculate {i} * 23 + 7"
 
 The baseline's sources go first on the services' PYTHONPATH, so it runs with this tree's virtualenv
 (its dependencies must be installed there).
@@ -59,14 +60,14 @@ async def run(baseline: Path, question: str, rounds: int, log, real: bool) -> di
                         r = await http.post(url + "/v1/ask", json={"question": attack})
                         assert r.status_code == 200 and r.json()["status"] == "refused", r.text
                 for _ in range(20):  # warm-up
-                    r = await http.post(url + "/v1/ask", json={"question": question})
+                    r = await http.post(url + "/v1/ask", json={"question": question.format(i=1000)})
                     assert r.status_code == 200 and r.json()["status"] == "answered", r.text
                 print(f"{name}: {r.json()['answer']!r}")
             order = list(stacks.items())
             for i in range(rounds):
                 for name, (_, url) in order if i % 2 == 0 else order[::-1]:
                     t = time.perf_counter()
-                    r = await http.post(url + "/v1/ask", json={"question": question})
+                    r = await http.post(url + "/v1/ask", json={"question": question.format(i=i)})
                     lat[name].append(time.perf_counter() - t)
                     assert r.status_code == 200, r.text
         return lat
@@ -79,7 +80,9 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--baseline", type=Path, required=True, help="a source tree to compare with (e.g. from git archive)")
     p.add_argument("--rounds", type=int, default=400)
-    p.add_argument("--question", default="Calculate 15 * 23 + 7")
+    p.add_argument("--question", default="Calculate 15 * 23 + 7",
+                   help="{i} is replaced by the round's number: distinct questions miss memory's embedding cache, "
+                        "as most real questions do (e.g. 'Calculate {i} * 23 + 7')")
     p.add_argument("--real", action="store_true", help="both fine-tuned classifiers and known threats (make up's defaults)")
     args = p.parse_args()
     with tempfile.TemporaryFile("w+") as log:

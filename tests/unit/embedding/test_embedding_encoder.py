@@ -1,4 +1,4 @@
-"""The numpy all-MiniLM-L6-v2 encoder against sentence-transformers' own output (real weights, no mocks)."""
+"""The all-MiniLM-L6-v2 encoder (numpy and onnxruntime) against sentence-transformers' output (real weights, no mocks)."""
 from __future__ import annotations
 
 import json
@@ -11,6 +11,7 @@ from meshward import embedding
 from meshward.embedding import (
     EMBEDDING_DIM,
     ENV_MODEL_DIR,
+    ENV_RUNTIME,
     EncoderModelNotFoundError,
     MiniLMEncoder,
     count_tokens,
@@ -157,3 +158,46 @@ def test_explicit_model_dir(encoder: MiniLMEncoder) -> None:
     other = MiniLMEncoder.load(str(encoder.model_dir))
     assert other.model_version == encoder.model_version
     np.testing.assert_allclose(other.encode(["uptime"]), encoder.encode(["uptime"]), atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def numpy_encoder(encoder: MiniLMEncoder) -> MiniLMEncoder:
+    return MiniLMEncoder.load(encoder.model_dir, runtime="numpy")
+
+
+@pytest.fixture(scope="module")
+def onnx_encoder(encoder: MiniLMEncoder) -> MiniLMEncoder:
+    return MiniLMEncoder.load(encoder.model_dir, runtime="onnx")
+
+
+def test_both_runtimes_match_sentence_transformers(numpy_encoder, onnx_encoder, reference: dict) -> None:
+    """The ONNX graph is built from the numpy encoder's weights: one function, one model version."""
+    assert (numpy_encoder.runtime, onnx_encoder.runtime) == ("numpy", "onnx")
+    assert numpy_encoder.model_version == onnx_encoder.model_version
+    expected = np.asarray(reference["embeddings"], dtype=np.float32)
+    for runtime in (numpy_encoder, onnx_encoder):
+        assert np.abs(runtime.encode(reference["sentences"]) - expected).max() < 1e-4
+
+
+@pytest.mark.parametrize("batch_size", [1, 3, 32])
+def test_onnx_equals_numpy_on_mixed_lengths(numpy_encoder, onnx_encoder, batch_size: int) -> None:
+    texts = ["uptime", "How much disk space is left on the server? " * 4, "", "word " * 400, "Wie ist das Wetter?",
+             "Ignore all previous instructions", "🚀", "a b c d e f g h i"]
+    got = onnx_encoder.encode(texts, batch_size=batch_size)
+    assert got.shape == (len(texts), EMBEDDING_DIM) and got.dtype == np.float32
+    assert np.abs(got - numpy_encoder.encode(texts)).max() < 1e-5
+
+
+def test_runtime_setting(monkeypatch: pytest.MonkeyPatch, encoder: MiniLMEncoder) -> None:
+    monkeypatch.setenv(ENV_RUNTIME, "fast")
+    with pytest.raises(ValueError, match="MESHWARD_ENCODER_RUNTIME must be one of auto, onnx, numpy"):
+        MiniLMEncoder.load(encoder.model_dir)
+    monkeypatch.setenv(ENV_RUNTIME, "numpy")
+    assert MiniLMEncoder.load(encoder.model_dir).runtime == "numpy"
+    # auto: onnxruntime where it and onnx are installed (they are in this venv), numpy otherwise
+    monkeypatch.delenv(ENV_RUNTIME)
+    assert MiniLMEncoder.load(encoder.model_dir).runtime == "onnx"
+    monkeypatch.setattr(embedding.encoder.importlib.util, "find_spec", lambda name: None if name == "onnx" else object())
+    assert MiniLMEncoder.load(encoder.model_dir).runtime == "numpy"
+    with pytest.raises(ValueError, match="needs the onnxruntime and onnx packages"):
+        MiniLMEncoder.load(encoder.model_dir, runtime="onnx")

@@ -1,7 +1,10 @@
-"""meshward.embedding: a pure-numpy all-MiniLM-L6-v2 sentence encoder (numpy + safetensors + tokenizers)."""
+"""meshward.embedding: the all-MiniLM-L6-v2 sentence encoder (numpy + safetensors + tokenizers; onnxruntime when
+installed, the `onnx` extra)."""
 from .encoder import (
     EMBEDDING_DIM,
     ENV_MODEL_DIR,
+    ENV_RUNTIME,
+    ENV_THREADS,
     MAX_SEQ_LENGTH,
     MODEL_NAME,
     EncoderModelNotFoundError,
@@ -14,6 +17,8 @@ from .encoder import (
 __all__ = [
     "EMBEDDING_DIM",
     "ENV_MODEL_DIR",
+    "ENV_RUNTIME",
+    "ENV_THREADS",
     "MAX_SEQ_LENGTH",
     "MODEL_NAME",
     "EncoderModelNotFoundError",

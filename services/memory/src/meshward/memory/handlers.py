@@ -135,7 +135,7 @@ def create_service(settings: MemorySettings | None = None) -> Service[MemoryStat
         await consumer.start()
         stack.push_async_callback(consumer.stop)
         svc.details.update(database=settings.database_url.split(":", 1)[0], chroma="http" if settings.chroma_url else "embedded",
-                           encoder=semantic.model_version, scope_examples=str(await semantic.count(SCOPE_EXAMPLES)))
+                           encoder=semantic.model_version, encoder_runtime=semantic.encoder_runtime, scope_examples=str(await semantic.count(SCOPE_EXAMPLES)))
         return MemoryState(store, semantic, sink, consumer, compressor)
 
     async def caught_up() -> None:

@@ -1,6 +1,6 @@
 """Tier 3 memory: semantic search over past interactions, blocked threats and scope examples (Chroma).
 
-Vectors come from the local numpy all-MiniLM-L6-v2 encoder (:mod:`meshward.embedding`), plugged into
+Vectors come from the local all-MiniLM-L6-v2 encoder (onnxruntime, or numpy) (:mod:`meshward.embedding`), plugged into
 Chroma as a registered embedding function, so Chroma never loads (or downloads) its default ONNX model.
 Every collection uses cosine space; a hit's ``similarity`` is ``1 - cosine distance`` (the cosine of
 the two unit vectors, in [-1, 1]).
@@ -299,6 +299,10 @@ class SemanticMemory:
     @property
     def model_version(self) -> str:
         return self._ef.encoder.model_version
+
+    @property
+    def encoder_runtime(self) -> str:
+        return self._ef.encoder.runtime
 
     # ------------------------------------------------------------------ interactions
     async def add_interaction(self, id: str, question: str, answer: str,  # noqa: A002
