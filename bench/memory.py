@@ -12,6 +12,8 @@ is over what was stored.
 rate, encoding included), then --queries searches (k=5): p50/p99, and the query-encoding share.
 (c) ContextCompressor with the default budget (threshold 20k tokens, max 28k, keep last 5) and the
 MiniLM tokenizer: ms per compress() for 10, 100 and 500 ordinary turns, and 10 long turns.
+(d) the SQL store alone (SQLite file): CPU per question of MemoryStore.record_events, each group commit holding
+1-4 questions' events (six routing decisions and one interaction each), the worker thread's CPU included.
 
 OpenBLAS threads: the encoder is numpy; on a busy machine OpenBLAS' own threads can slow it by an order
 of magnitude. --blas-threads N sets OPENBLAS_NUM_THREADS/OMP_NUM_THREADS before numpy loads (default:
@@ -264,6 +266,40 @@ async def context_phase(seconds: float, min_reps: int) -> list[dict]:
     return out
 
 
+# ---------------------------------------------------------------------------------------------- (d) store
+async def store_phase(questions: int) -> dict[str, float]:
+    from meshward.contracts import AgentDecision, InteractionCompleted, RoutingDecision  # noqa: PLC0415
+    from meshward.memory.store import MemoryStore  # noqa: PLC0415
+
+    store = await MemoryStore.open(f"sqlite+aiosqlite:///{tempfile.mkdtemp(prefix='meshward-store-')}/memory.db")
+    rnd = random.Random(7)
+
+    async def group_commit() -> int:
+        events: list = []
+        n = rnd.randint(1, 4)  # questions whose events arrive while one transaction runs, as under load
+        for _ in range(n):
+            rid = uuid.uuid4().hex
+            events += [RoutingDecision(agent="supervisor", decision="intent", reasoning="routing reason " * 3, step=i,
+                                       request_id=rid) for i in range(6)]
+            events.append(InteractionCompleted(question="Calculate 15 * 23 + 7", answer="15 * 23 + 7 = 352",
+                                               status="answered", route=["security", "intent", "tools"], tools_used=["calculator"],
+                                               duration_ms=20.0, request_id=rid,
+                                               decisions=[AgentDecision(agent="security", decision="ALLOW", reasoning="ok")]))
+        await store.record_events(events)
+        return n
+
+    try:
+        for _ in range(30):  # warm-up
+            await group_commit()
+        cpu, wall, done = time.process_time(), time.perf_counter(), 0
+        while done < questions:
+            done += await group_commit()
+        return {"questions": done, "cpu_ms": (time.process_time() - cpu) / done * 1000,
+                "wall_ms": (time.perf_counter() - wall) / done * 1000}
+    finally:
+        await store.close()
+
+
 # ---------------------------------------------------------------------------------------------- main
 def main() -> None:
     p = argparse.ArgumentParser()
@@ -275,7 +311,7 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=500, help="insert batch size for (b)")
     p.add_argument("--seconds", type=float, default=None, help="per compression case in (c) (default 3, quick 1)")
     p.add_argument("--blas-threads", type=int, default=None, help="set OPENBLAS_NUM_THREADS/OMP_NUM_THREADS (before numpy loads)")
-    p.add_argument("--only", choices=["consumer", "semantic", "context"], action="append", help="run only these parts")
+    p.add_argument("--only", choices=["consumer", "semantic", "context", "store"], action="append", help="run only these parts")
     args = p.parse_args()
     q = args.quick
     events = args.events or (300 if q else 2000)
@@ -283,7 +319,7 @@ def main() -> None:
     items = args.items or (2000 if q else 10_000)
     queries = args.queries or (100 if q else 200)
     seconds = args.seconds or (1.0 if q else 3.0)
-    parts = set(args.only or ["consumer", "semantic", "context"])
+    parts = set(args.only or ["consumer", "semantic", "context", "store"])
     if args.blas_threads:
         for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             os.environ[var] = str(args.blas_threads)
@@ -295,6 +331,7 @@ def main() -> None:
     consumer = [asyncio.run(consumer_phase(events, status, max_seconds)) for status in ("refused", "answered")] if "consumer" in parts else []
     semantic = asyncio.run(semantic_phase(items, queries, args.batch)) if "semantic" in parts else None
     context = asyncio.run(context_phase(seconds, 3)) if "context" in parts else []
+    store = asyncio.run(store_phase(300 if q else 1000)) if "store" in parts else None
 
     load = os.getloadavg()
     print(f"machine: {machine()}")
@@ -335,6 +372,10 @@ def main() -> None:
         by = {r["label"]: r for r in context}
         print(f"ratio 500/100 turns p50: {by['500 turns']['ms']['p50'] / by['100 turns']['ms']['p50']:.2f}x; "
               f"per 1k input tokens at 500 turns: {by['500 turns']['ms']['p50'] / (by['500 turns']['before'] / 1000):.2f} ms")
+    if store:
+        print()
+        print(f"(d) SQL store (SQLite file), {store['questions']} questions in group commits of 1-4, six routing decisions "
+              f"and one interaction each: {store['cpu_ms']:.2f} ms CPU and {store['wall_ms']:.2f} ms wall per question")
 
 
 if __name__ == "__main__":

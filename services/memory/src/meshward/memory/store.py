@@ -158,26 +158,25 @@ class MemoryStore:
             return await self._write_decision(conn, event)
 
     async def _write_decisions(self, conn: AsyncConnection, events: Sequence[RoutingDecision]) -> None:
-        for start in range(0, len(events), _ROWS_PER_STATEMENT):
-            chunk = events[start : start + _ROWS_PER_STATEMENT]
-            await conn.execute(
-                self._insert(agent_decisions)
-                .values([
-                    {
-                        "interaction_id": None,
-                        "event_id": e.event_id,
-                        "request_id": e.request_id,
-                        "thread_id": e.thread_id,
-                        "agent_name": e.agent,
-                        "decision": e.decision,
-                        "reasoning": e.reasoning,
-                        "step": e.step,
-                        "timestamp": e.occurred_at,
-                    }
-                    for e in chunk
-                ])
-                .on_conflict_do_nothing(index_elements=[agent_decisions.c.event_id])
-            )
+        # one statement, many parameter sets: compiled once and cached (a VALUES list of the batch's length was
+        # compiled anew for every batch size); SQLAlchemy batches the rows into few round trips
+        await conn.execute(
+            self._insert(agent_decisions).on_conflict_do_nothing(index_elements=[agent_decisions.c.event_id]),
+            [
+                {
+                    "interaction_id": None,
+                    "event_id": e.event_id,
+                    "request_id": e.request_id,
+                    "thread_id": e.thread_id,
+                    "agent_name": e.agent,
+                    "decision": e.decision,
+                    "reasoning": e.reasoning,
+                    "step": e.step,
+                    "timestamp": e.occurred_at,
+                }
+                for e in events
+            ],
+        )
         request_ids = sorted({e.request_id for e in events if e.request_id is not None})
         if request_ids:
             stored = (
@@ -390,9 +389,6 @@ class MemoryStore:
         (SQLite writers are serial already: BEGIN IMMEDIATE.)"""
         if request_id is not None and self._dialect == "postgresql":
             await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:r))"), {"r": request_id})
-
-
-_ROWS_PER_STATEMENT = 500  # bound parameters stay far below SQLite's and PostgreSQL's limits
 
 
 def _configure_sqlite(engine: AsyncEngine) -> None:
