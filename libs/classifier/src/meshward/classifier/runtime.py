@@ -91,8 +91,7 @@ class OnnxTextClassifier:
             raise RuntimeError(f"{ENV_DEVICE}=cuda but onnxruntime has no {CUDA} (install the gpu extra: onnxruntime-gpu)")
         if cuda:
             _preload_cuda_libraries()
-        chosen = model_file
-        self._session = self._open(chosen or self._default_file(cuda), threads, cuda)
+        self._session = self._open(model_file or self._default_file(cuda), threads, cuda)
         if cuda and self._session.get_providers()[0] != CUDA:
             # onnxruntime-gpu lists CUDA whenever it is installed; the provider itself only starts where the CUDA
             # and cuDNN libraries load, and otherwise onnxruntime quietly runs the GPU graph on the CPU
@@ -100,7 +99,7 @@ class OnnxTextClassifier:
                 raise RuntimeError(f"{ENV_DEVICE}=cuda but {CUDA} did not start: the CUDA 13 runtime and cuDNN 9 "
                                    "libraries must load (pip install 'onnxruntime-gpu[cuda,cudnn]', or a CUDA runtime "
                                    "+ cuDNN base image) and a GPU must be visible (nvidia-smi)")
-            self._session = self._open(chosen or self._default_file(False), threads, False)
+            self._session = self._open(model_file or self._default_file(False), threads, False)
         self.provider: str = self._session.get_providers()[0]
         self._inputs = {i.name for i in self._session.get_inputs()}
         # rows per session.run: a GPU is fed larger calls than a CPU (bounded memory either way)
