@@ -74,6 +74,7 @@ def test_worker_threads_do_not_spin_unless_asked(intent_model, monkeypatch, sett
 
 
 @pytest.mark.skipif(CUDA in available_providers(), reason="onnxruntime-gpu is installed: a CUDA start cannot be staged")
+@pytest.mark.filterwarnings("ignore:Specified provider 'CUDAExecutionProvider' is not in available provider names")
 def test_a_cuda_provider_that_does_not_start_is_an_error_or_the_cpu_graph(intent_model, monkeypatch):
     """onnxruntime-gpu lists CUDA even where its libraries cannot load, then runs the fp16 graph on the CPU:
     asked for cuda, that is a start-up error naming what to install; on auto, the CPU's int8 graph is used.
