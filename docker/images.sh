@@ -59,7 +59,14 @@ for d in services/*/; do
     if [[ $gpu == 1 ]]; then
         case $svc in
             security|intent) build "meshward/$svc-gpu" classifier "$svc" gpu ;;
-            llm) build "meshward/$svc-gpu" service "$svc" gpu ;;
+            llm)
+                if compgen -G "build/wheelhouse/cuda/xllamacpp-*.whl" >/dev/null; then
+                    build "meshward/$svc-gpu" service "$svc" gpu
+                else
+                    echo "skipping meshward/llm-gpu: no CUDA build of xllamacpp in the wheelhouse (set XLLAMACPP_CUDA_INDEX" \
+                         "to xllamacpp's CUDA wheel index; PyPI has the CPU build only). Without it, run an OpenAI-compatible" \
+                         "server such as vLLM on the GPU node and name it in MESHWARD_LLM_PROVIDERS: llm itself then needs no GPU."
+                fi ;;
         esac
     fi
 done

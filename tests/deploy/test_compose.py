@@ -70,6 +70,10 @@ def test_gpu_override_reserves_a_gpu_for_classifiers_and_llm():
         devices = svc["deploy"]["resources"]["reservations"]["devices"]
         assert devices[0]["driver"] == "nvidia" and "gpu" in devices[0]["capabilities"], name
         assert svc["image"].startswith(f"meshward/{name}-gpu:"), name
+    # each service is told to use the GPU by the setting it reads
+    assert gpu["services"]["security"]["environment"] == gpu["services"]["intent"]["environment"] == {
+        "MESHWARD_CLASSIFIER_DEVICE": "cuda"}
+    assert gpu["services"]["llm"]["environment"] == {"MESHWARD_LLM_DEVICE": "cuda"}
 
 
 def test_closed_bus_override_mounts_only_each_services_own_password(compose):

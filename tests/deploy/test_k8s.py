@@ -67,6 +67,12 @@ def test_prod_puts_classifiers_and_llm_on_gpu_nodes(rendered):
     assert [v for name in GPU_SERVICES for v in gpu_violations(deployments[name])] == []
     for name in ("supervisor", "tools", "memory"):
         assert gpu_violations(deployments[name]), f"{name} should not be on GPU nodes"
+    # each GPU workload is told to use the GPU by the setting it reads, and only by that one
+    env = {name: {e["name"]: e.get("value") for e in deployments[name]["spec"]["template"]["spec"]["containers"][0].get("env", [])}
+           for name in GPU_SERVICES}
+    for name in ("security", "intent"):
+        assert env[name].get("MESHWARD_CLASSIFIER_DEVICE") == "cuda" and "MESHWARD_LLM_DEVICE" not in env[name], name
+    assert env["llm"].get("MESHWARD_LLM_DEVICE") == "cuda" and "MESHWARD_CLASSIFIER_DEVICE" not in env["llm"]
 
 
 def test_dev_runs_on_cpu(rendered):
