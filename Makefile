@@ -74,6 +74,7 @@ bench: $(STAMP) chromium
 	$(BIN)/python bench/hop.py
 	$(BIN)/python bench/e2e.py
 	$(BIN)/python bench/classifiers.py
+	$(BIN)/python bench/security_service.py
 	$(BIN)/python bench/security_layers.py
 	$(BIN)/python bench/ask_eval.py
 	$(BIN)/python bench/tools.py
