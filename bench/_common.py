@@ -64,3 +64,25 @@ def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def closed_loop(call, clients: int, seconds: float) -> tuple[list[float], float]:
+    """``clients`` concurrent callers, each awaiting ``call(i)`` (i counts up from the caller's number) until
+    ``seconds`` have passed: every call's latency in seconds, and the elapsed wall time."""
+    import asyncio
+    import time
+
+    samples: list[float] = []
+    end = time.perf_counter() + seconds
+
+    async def client(k: int) -> None:
+        i = k
+        while time.perf_counter() < end:
+            t = time.perf_counter()
+            await call(i)
+            samples.append(time.perf_counter() - t)
+            i += 1
+
+    start = time.perf_counter()
+    await asyncio.gather(*(client(k) for k in range(clients)))
+    return samples, time.perf_counter() - start

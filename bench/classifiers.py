@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import machine, summary_ms  # noqa: E402
+from _common import closed_loop, machine, summary_ms  # noqa: E402
 from meshward.classifier import CUDA, MicroBatcher, available_providers  # noqa: E402
 
 SHORT = [
@@ -81,20 +81,7 @@ def throughput(fn, wrap, batch: int, seconds: float) -> float:
 
 async def concurrent(fn, wrap, clients: int, seconds: float, max_batch: int, max_wait_ms: float) -> dict[str, float]:
     batcher = MicroBatcher(lambda items: fn(wrap(items)), max_batch_size=max_batch, max_wait_ms=max_wait_ms)
-    samples: list[float] = []
-    end = time.perf_counter() + seconds
-
-    async def client(k: int) -> None:
-        i = k
-        while time.perf_counter() < end:
-            t = time.perf_counter()
-            await batcher.submit(SHORT[i % len(SHORT)])
-            samples.append(time.perf_counter() - t)
-            i += 1
-
-    start = time.perf_counter()
-    await asyncio.gather(*(client(k) for k in range(clients)))
-    elapsed = time.perf_counter() - start
+    samples, elapsed = await closed_loop(lambda i: batcher.submit(SHORT[i % len(SHORT)]), clients, seconds)
     await batcher.close()
     return {**{k: round(v, 3) for k, v in summary_ms(samples).items()}, "per_s": round(len(samples) / elapsed, 1),
             "mean_batch": round(batcher.stats.mean_batch, 1)}

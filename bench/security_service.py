@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import machine, summary_ms  # noqa: E402
+from _common import closed_loop, machine, summary_ms  # noqa: E402
 from classifiers import SHORT  # noqa: E402
 from meshward.bus import Bus, BusSettings  # noqa: E402
 from meshward.contracts import HealthReply, HealthRequest, RemoteError, SecurityCheckRequest, SecurityVerdict, subjects  # noqa: E402
@@ -50,21 +50,11 @@ async def wait_ready(bus: Bus, services: list[subprocess.Popen], timeout: float 
 
 
 async def load(bus: Bus, clients: int, seconds: float) -> dict[str, float]:
-    samples: list[float] = []
-    end = time.perf_counter() + seconds
+    def check(i: int):
+        return bus.request(subjects.SECURITY_CHECK, SecurityCheckRequest(text=SHORT[i % len(SHORT)]), SecurityVerdict,
+                           timeout=10.0)
 
-    async def client(k: int) -> None:
-        i = k
-        while time.perf_counter() < end:
-            t = time.perf_counter()
-            await bus.request(subjects.SECURITY_CHECK, SecurityCheckRequest(text=SHORT[i % len(SHORT)]), SecurityVerdict,
-                              timeout=10.0)
-            samples.append(time.perf_counter() - t)
-            i += 1
-
-    start = time.perf_counter()
-    await asyncio.gather(*(client(k) for k in range(clients)))
-    elapsed = time.perf_counter() - start
+    samples, elapsed = await closed_loop(check, clients, seconds)
     return {**summary_ms(samples), "per_s": len(samples) / elapsed, "n": len(samples)}
 
 
