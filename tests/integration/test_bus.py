@@ -400,3 +400,48 @@ async def test_a_request_cut_too_often_is_a_typed_error():
         await bus.request("meshward.v1.x", Echo(text="a"), EchoReply, timeout=5)
     assert e.value.error.code == ErrorCode.UNAVAILABLE and "connection to NATS dropped" in e.value.error.message
     assert bus.sends == MAX_RESENDS + 1
+
+
+async def test_an_unanswered_idempotent_request_is_sent_again_after_its_attempt_timeout(nats_url, bus, subject):
+    """A replica killed while handling a request never answers it; an idempotent caller sends it again after the
+    attempt timeout (here to a replica that answers) instead of waiting out the whole timeout."""
+    import nats
+
+    nc = await nats.connect(nats_url)
+    seen: list[bytes] = []
+
+    async def first_lost(msg):
+        seen.append(msg.data)
+        if len(seen) > 1:  # the first request is lost, as with a replica that died holding it
+            await msg.respond(EchoReply(text="again", instance="raw").model_dump_json().encode())
+
+    await nc.subscribe(subject, cb=first_lost)
+    await nc.flush()
+    try:
+        started = asyncio.get_running_loop().time()
+        reply = await bus.request(subject, Echo(text="idempotent"), EchoReply, timeout=10, attempt_timeout=0.3)
+        assert reply.text == "again" and len(seen) == 2 and seen[0] == seen[1]
+        assert asyncio.get_running_loop().time() - started < 10  # well inside the timeout it would have waited out
+        # without an attempt timeout the lost request is a typed deadline error after the whole timeout
+        seen.clear()
+        with pytest.raises(RemoteError) as e:
+            await bus.request(subject, Echo(text="once"), EchoReply, timeout=0.5)
+        assert e.value.code == ErrorCode.DEADLINE_EXCEEDED and len(seen) == 1
+        # and a request never answered stops after MAX_RESENDS re-sends, within its timeout
+        await nc.close()
+        nc = await nats.connect(nats_url)
+        swallowed: list[bytes] = []
+
+        async def never(msg):
+            swallowed.append(msg.data)
+
+        await nc.subscribe(subject, cb=never)
+        await nc.flush()
+        from meshward.bus.client import MAX_RESENDS
+
+        with pytest.raises(RemoteError) as e:
+            await bus.request(subject, Echo(text="lost"), EchoReply, timeout=5, attempt_timeout=0.1)
+        assert e.value.code == ErrorCode.DEADLINE_EXCEEDED and len(swallowed) == MAX_RESENDS + 1
+        assert f"left {MAX_RESENDS + 1} attempts of 0.10s each unanswered" in e.value.error.message
+    finally:
+        await nc.close()

@@ -234,11 +234,15 @@ class Bus:
         reply_type: type[R],
         timeout: float | None = None,
         retries: int = 1,
+        attempt_timeout: float | None = None,
     ) -> R:
         """Send `body`, return the reply as `reply_type`, or raise RemoteError.
 
         The timeout is capped by the deadline inherited from the current request;
         a missing responder (a replica that died) is retried while time is left.
+        ``attempt_timeout`` is for idempotent calls only: an attempt unanswered after that many seconds is sent
+        again (at most MAX_RESENDS times, within the timeout), since a request whose responder was killed
+        while handling it would otherwise wait out the whole timeout.
         """
         payload = body.model_dump_json().encode()
         budget = context.remaining(timeout or self.settings.request_timeout_s)
@@ -253,10 +257,11 @@ class Bus:
             headers: dict[str, str] = {}
             inject_span(headers, span)
             context.to_headers(headers, time.time() + budget, context.current_request_id())
-            attempt = resent = 0
+            attempt = resent = unanswered = 0
             while True:
+                attempt_until = until if attempt_timeout is None else min(until, loop.time() + attempt_timeout)
                 try:
-                    msg = await self._roundtrip(subject, payload, headers, until)
+                    msg = await self._roundtrip(subject, payload, headers, attempt_until)
                     return decode_reply(msg.data, msg.headers, reply_type)
                 except _ConnectionCut:
                     resent += 1
@@ -270,6 +275,13 @@ class Bus:
                         raise RemoteError(ErrorReply.of(ErrorCode.UNAVAILABLE, f"no service answers {subject}; is it running?")) from None
                     await asyncio.sleep(min(0.05 * attempt, max(until - loop.time(), 0)))
                 except TimeoutError:
+                    if attempt_until < until and unanswered < MAX_RESENDS:
+                        unanswered += 1
+                        log.info("re-sending %s: unanswered after %.2fs", subject, attempt_timeout)
+                        continue
+                    if attempt_until < until:
+                        raise RemoteError(ErrorReply.of(ErrorCode.DEADLINE_EXCEEDED, f"{subject} left {unanswered + 1} attempts "
+                                                        f"of {attempt_timeout:.2f}s each unanswered")) from None
                     raise RemoteError(ErrorReply.of(ErrorCode.DEADLINE_EXCEEDED, f"{subject} did not answer within {budget:.2f}s")) from None
         except RemoteError as e:
             span.set_status(Status(StatusCode.ERROR, e.error.message))

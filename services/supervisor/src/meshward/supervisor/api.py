@@ -122,7 +122,7 @@ def create_app(settings: SupervisorSettings | None = None, local_ports: AgentPor
                 await service.open(stack)  # retries while NATS cannot be reached; unwound with the stack
                 await service.bus.ensure_event_stream()
                 app.state.service = service
-                ports: AgentPorts = NatsPorts(service.bus)
+                ports: AgentPorts = NatsPorts(service.bus, settings.hop_attempt_timeout_s)
             else:
                 ports = local_ports
             saver = await stack.enter_async_context(open_checkpointer(settings))

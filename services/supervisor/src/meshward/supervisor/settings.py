@@ -27,6 +27,10 @@ class SupervisorSettings(BaseSettings):
     )
     recursion_limit: int = Field(default=40, ge=5, le=500)
     health_timeout_s: float = Field(default=1.0, gt=0, le=30)
+    hop_attempt_timeout_s: float = Field(
+        default=3.0, gt=0, le=600,
+        description="an idempotent call (security, intent, output check, memory reads, a tool call with its idempotency "
+                    "key) unanswered this long is sent again: its replica may have died while handling it")
     # the deep tier
     deep_tier: bool = Field(default=True, description="route complex questions to the LLM; false: the fast tier answers everything it can")
     deep_timeout_s: float = Field(default=120.0, gt=0, le=600, description="deadline of a deep-tier question (an LLM on CPU is slow)")
