@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from meshward.bus import Bus
 from meshward.contracts import (
@@ -26,6 +26,7 @@ from meshward.contracts import (
     Event,
     IntentRequest,
     IntentResult,
+    Message,
     OutputCheckRequest,
     OutputVerdict,
     SearchReply,
@@ -39,6 +40,8 @@ from meshward.contracts import (
     subjects,
 )
 from pydantic import ValidationError
+
+R = TypeVar("R", bound=Message)
 
 log = logging.getLogger(__name__)
 
@@ -67,49 +70,51 @@ class AgentPorts(Protocol):
 
 
 class NatsPorts:
-    def __init__(self, bus: Bus, attempt_timeout_s: float | None = 3.0):
+    def __init__(self, bus: Bus, attempt_timeout_s: float | None = None):
         self.bus = bus
-        # idempotent calls only: a request whose replica died while handling it is sent again after this long
-        # instead of waiting out the whole timeout (tool calls only with their idempotency key)
+        # MESHWARD_HOP_ATTEMPT_TIMEOUT_S; None: never re-sent
         self.attempt_timeout_s = attempt_timeout_s
+
+    async def _idempotent(self, subject: str, body: Message, reply_type: type[R]) -> R:
+        """A call that may safely run twice: a request whose replica died while handling it is sent again after
+        the attempt timeout instead of waiting out the whole timeout."""
+        return await self.bus.request(subject, body, reply_type, attempt_timeout=self.attempt_timeout_s)
 
     async def check_security(self, text: str, thread_id: str | None, context: list[str] | None = None) -> SecurityVerdict:
         body = SecurityCheckRequest(text=text, thread_id=thread_id, context=context or [])
-        return await self.bus.request(subjects.SECURITY_CHECK, body, SecurityVerdict, attempt_timeout=self.attempt_timeout_s)
+        return await self._idempotent(subjects.SECURITY_CHECK, body, SecurityVerdict)
 
     async def check_content(self, text: str, source: str, thread_id: str | None = None) -> SecurityVerdict:
         body = SecurityCheckRequest(text=text, thread_id=thread_id, mode=CheckMode.CONTENT, source=source)
-        return await self.bus.request(subjects.SECURITY_CHECK, body, SecurityVerdict, attempt_timeout=self.attempt_timeout_s)
+        return await self._idempotent(subjects.SECURITY_CHECK, body, SecurityVerdict)
 
     async def classify_intent(self, text: str, has_attachments: bool) -> IntentResult:
-        return await self.bus.request(subjects.INTENT_CLASSIFY, IntentRequest(text=text, has_attachments=has_attachments), IntentResult,
-                                      attempt_timeout=self.attempt_timeout_s)
+        return await self._idempotent(subjects.INTENT_CLASSIFY, IntentRequest(text=text, has_attachments=has_attachments), IntentResult)
 
     async def list_tools(self) -> ToolCatalog:
-        return await self.bus.request(subjects.TOOLS_LIST, ToolListRequest(), ToolCatalog, attempt_timeout=self.attempt_timeout_s)
+        return await self._idempotent(subjects.TOOLS_LIST, ToolListRequest(), ToolCatalog)
 
     async def call_tool(self, name: str, arguments: dict[str, Any], idempotency_key: str | None = None) -> ToolResult:
-        return await self.bus.request(subjects.TOOLS_CALL, ToolCallRequest(name=name, arguments=arguments, idempotency_key=idempotency_key),
-                                      ToolResult, attempt_timeout=self.attempt_timeout_s if idempotency_key else None)
+        request = ToolCallRequest(name=name, arguments=arguments, idempotency_key=idempotency_key)
+        if idempotency_key:  # the tools service answers a repeated key with the stored result
+            return await self._idempotent(subjects.TOOLS_CALL, request, ToolResult)
+        return await self.bus.request(subjects.TOOLS_CALL, request, ToolResult)
 
     async def call_approved_tool(self, name: str, arguments: dict[str, Any], approval_id: str, actor: str) -> ToolResult:
         request = ApprovedToolCallRequest(name=name, arguments=arguments, approval_id=approval_id, actor=actor)
         return await self.bus.request(subjects.TOOLS_CALL_APPROVED, request, ToolResult)
 
     async def check_output(self, answer: str, question: str) -> OutputVerdict:
-        return await self.bus.request(subjects.SECURITY_CHECK_OUTPUT, OutputCheckRequest(answer=answer, question=question), OutputVerdict,
-                                      attempt_timeout=self.attempt_timeout_s)
+        return await self._idempotent(subjects.SECURITY_CHECK_OUTPUT, OutputCheckRequest(answer=answer, question=question), OutputVerdict)
 
     async def thread_context(self, thread_id: str) -> ContextReply:
-        return await self.bus.request(subjects.MEMORY_CONTEXT, ContextRequest(thread_id=thread_id), ContextReply,
-                                      attempt_timeout=self.attempt_timeout_s)
+        return await self._idempotent(subjects.MEMORY_CONTEXT, ContextRequest(thread_id=thread_id), ContextReply)
 
     async def search_memory(self, query: str, k: int) -> SearchReply:
-        return await self.bus.request(subjects.MEMORY_SEARCH, SearchRequest(query=query[:4_000], collection="interactions", k=k), SearchReply,
-                                      attempt_timeout=self.attempt_timeout_s)
+        return await self._idempotent(subjects.MEMORY_SEARCH, SearchRequest(query=query[:4_000], collection="interactions", k=k), SearchReply)
 
     async def cluster_changes(self, request: ClusterChangesRequest) -> ClusterChangesReply:
-        return await self.bus.request(subjects.MEMORY_CLUSTER_CHANGES, request, ClusterChangesReply, attempt_timeout=self.attempt_timeout_s)
+        return await self._idempotent(subjects.MEMORY_CLUSTER_CHANGES, request, ClusterChangesReply)
 
     async def chat(self, request: ChatRequest, on_token: TokenSink | None = None, timeout: float | None = None) -> ChatResponse:
         """One completion; with `on_token`, the llm service's ChatChunk stream is read from a private inbox."""
