@@ -256,8 +256,6 @@ class MiniLMEncoder:
         self._counter.no_truncation()
         self._counter.no_padding()
         self._session = None
-        self.runtime = "numpy"
-        self._pad_multiple = _PAD_MULTIPLE
         if _wants_onnx(runtime):
             self._use_onnx()
 
@@ -277,8 +275,6 @@ class MiniLMEncoder:
         self._session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
         self._layers = ()
         self._word_emb = self._pos_type_emb = np.empty((0, self._hidden), dtype=np.float32)
-        self.runtime = "onnx"
-        self._pad_multiple = 1  # the multiple-of-8 padding is for BLAS; onnxruntime runs the true length
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -301,6 +297,15 @@ class MiniLMEncoder:
         return cls(directory, weights, config, tokenizer, version, max_seq_length=max_len, runtime=runtime)
 
     # ------------------------------------------------------------------ properties
+    @property
+    def runtime(self) -> str:
+        return "numpy" if self._session is None else "onnx"
+
+    @property
+    def _pad_multiple(self) -> int:
+        # the multiple-of-8 padding is for BLAS; onnxruntime runs the true length
+        return _PAD_MULTIPLE if self._session is None else 1
+
     @property
     def tokenizer(self) -> Tokenizer:
         """The tokenizer used by :meth:`encode` (truncation to ``max_seq_length``, batch padding)."""
