@@ -52,6 +52,8 @@ async def test_registry_over_mcp(meshward_mcp, mode):
         listed = (await client.list_tools()).tools
         catalog = registry.catalog()
         assert [(t.name, t.description, t.input_schema) for t in listed] == [(s.name, s.description, s.input_schema) for s in catalog]
+        hints = {t.name: t.annotations.read_only_hint if t.annotations else None for t in listed}
+        assert hints["calculator"] is True and hints["cluster_register"] is None  # MCP's readOnlyHint from read_only
 
         ok = await client.call_tool("calculator", {"expression": "15 * 23 + 7"})
         assert not ok.is_error

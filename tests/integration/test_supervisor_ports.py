@@ -76,3 +76,27 @@ async def test_security_receives_content_mode_and_the_conversation(service_env, 
         assert verdict.source == "tool:cli_execute"
     finally:
         await svc.stop()
+
+
+async def test_a_read_only_tool_call_lost_by_a_dying_replica_is_sent_again(nats_url, bus):
+    """A /v1/ask tool call has no idempotency key; the catalog's read_only is what makes it safe to send again."""
+    import nats
+    from meshward.contracts import TextContent, ToolCallRequest, ToolResult
+
+    nc = await nats.connect(nats_url)
+    seen: list[ToolCallRequest] = []
+
+    async def first_lost(msg):
+        seen.append(ToolCallRequest.model_validate_json(msg.data))
+        if len(seen) > 1:  # the first is lost, as with a tools replica killed while running it
+            await msg.respond(ToolResult(name="calculator", content=[TextContent(text="352")]).model_dump_json().encode())
+
+    await nc.subscribe(subjects.TOOLS_CALL, cb=first_lost)
+    await nc.flush()
+    try:
+        ports = NatsPorts(bus, attempt_timeout_s=0.3)
+        result = await ports.call_tool("calculator", {"expression": "15 * 23 + 7"}, read_only=True)
+        assert result.content[0].text == "352" and len(seen) == 2 and seen[0] == seen[1]
+        assert seen[0].idempotency_key is None
+    finally:
+        await nc.close()

@@ -38,7 +38,7 @@ def reply(content="", tool_calls=(), finish_reason=None, provider="fake", model=
 
 class FakePorts:
     def __init__(self, intent="calculation", in_scope=True, threat=None, tool_error=None, fail=None, leak=False, tools=("calculator",), results=None,
-                 chat=(), content_threats=(), context=None, similar=(), needs_approval=(), changes=None):
+                 chat=(), content_threats=(), context=None, similar=(), needs_approval=(), changes=None, read_only_tools=()):
         self.intent, self.in_scope, self.threat = intent, in_scope, threat
         self.tool_error, self.fail, self.leak, self.tools = tool_error, fail, leak, tools
         self.results = results or {}  # tool name -> list of content dicts
@@ -56,6 +56,8 @@ class FakePorts:
         self.needs_approval = set(needs_approval)  # tools whose calls the tools service says need a human
         self.approved_calls = []
         self.idempotency_keys = []
+        self.read_only_tools = set(read_only_tools)  # tools the catalog says are read-only
+        self.read_only_flags = []  # the read_only each call_tool was given
 
     def _maybe_fail(self, name):
         self.calls.append(name)
@@ -74,12 +76,13 @@ class FakePorts:
         return IntentResult(intent=self.intent if self.in_scope else "out_of_scope", in_scope=self.in_scope, confidence=0.9, scope="datacenter")
 
     async def list_tools(self):
-        return ToolCatalog(tools=[ToolSpec(name=t, description="", input_schema={}) for t in self.tools])
+        return ToolCatalog(tools=[ToolSpec(name=t, description="", input_schema={}, read_only=t in self.read_only_tools) for t in self.tools])
 
-    async def call_tool(self, name, arguments, idempotency_key=None):
+    async def call_tool(self, name, arguments, idempotency_key=None, read_only=False):
         self._maybe_fail("tools")
         self.tool_calls.append((name, arguments))
         self.idempotency_keys.append(idempotency_key)
+        self.read_only_flags.append(read_only)
         if self.tool_error:
             raise RemoteError(ErrorReply.of(ErrorCode(self.tool_error), "exponent too large"))
         if name in self.needs_approval:

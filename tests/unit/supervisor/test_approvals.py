@@ -147,3 +147,13 @@ async def test_a_run_id_gives_each_tool_call_a_key_that_a_redelivery_repeats():
     p = FakePorts(intent="calculation")
     await asker_for(p).ask("Calculate 15 * 23 + 7", "t-key-4")  # /v1/ask: no run, no key
     assert p.idempotency_keys == [None]
+
+
+async def test_a_tool_the_catalog_calls_read_only_is_sent_as_safe_to_repeat():
+    # without a run there is no key, so only the catalog's read_only lets a lost call be sent again
+    p = FakePorts(intent="calculation", read_only_tools=("calculator",))
+    await asker_for(p).ask("Calculate 15 * 23 + 7", "t-ro-1")
+    assert p.idempotency_keys == [None] and p.read_only_flags == [True]
+    p = FakePorts(intent="calculation")
+    await asker_for(p).ask("Calculate 15 * 23 + 7", "t-ro-2")
+    assert p.read_only_flags == [False]

@@ -83,7 +83,7 @@ async def test_memory_down_is_an_error_answer_naming_it():
 
 
 class _NoCalculation(FakePorts):
-    async def call_tool(self, name, arguments, idempotency_key=None):
+    async def call_tool(self, name, arguments, idempotency_key=None, read_only=False):
         if name == "calculator":
             self.tool_calls.append((name, arguments))
             raise RemoteError(ErrorReply.of(ErrorCode.BAD_REQUEST, "No calculation found (unexpected word 'dozen'); try ..."))

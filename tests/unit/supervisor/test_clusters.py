@@ -99,7 +99,7 @@ async def test_unknown_cluster_answer_names_the_registered_ones(error, expected)
     from meshward.contracts import ErrorCode, ErrorReply, RemoteError
 
     class Ports(RecordingPorts):
-        async def call_tool(self, name, arguments, idempotency_key=None):
+        async def call_tool(self, name, arguments, idempotency_key=None, read_only=False):
             raise RemoteError(ErrorReply.of(ErrorCode(error), "no cluster named 'prod' is registered; registered clusters: lab"))
 
     ports = Ports(intent="cluster_health")

@@ -13,6 +13,8 @@ class ToolSpec(Message):
     description: str
     input_schema: dict[str, Any]
     requires_approval: bool = False
+    # MCP's readOnlyHint: the tool changes nothing, so a call may run twice (a caller re-sends one whose replica died)
+    read_only: bool = False
 
 
 class ToolListRequest(Message):

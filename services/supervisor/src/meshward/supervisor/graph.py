@@ -226,6 +226,9 @@ class GraphBuilder:
     async def _available_tools(self) -> set[str]:
         return {t.name for t in await self._tool_specs()}
 
+    async def _read_only(self, name: str) -> bool:
+        return any(t.name == name and t.read_only for t in await self._tool_specs())
+
     def _decision(self, state: AskState, agent: str, decision: str, reasoning: str) -> list[dict[str, str]]:
         return [*state.get("decisions", []), {"agent": agent, "decision": decision, "reasoning": reasoning}]
 
@@ -309,7 +312,8 @@ class GraphBuilder:
                 reply = await self.ports.cluster_changes(ClusterChangesRequest.model_validate(arguments))
                 return {"name": call.name, "data": reply.model_dump(mode="json")}
             key = idempotency_key(key_base, call.name, planned) if key_base else None
-            return (await self.ports.call_tool(call.name, arguments, idempotency_key=key)).model_dump(mode="json")
+            result = await self.ports.call_tool(call.name, arguments, idempotency_key=key, read_only=await self._read_only(call.name))
+            return result.model_dump(mode="json")
         except RemoteError as e:
             failed = {"name": call.name, "error": e.error.model_dump(mode="json")}
             if str(e.error.code) == approvals.NEEDS_APPROVAL:

@@ -29,8 +29,8 @@ class SupervisorSettings(BaseSettings):
     health_timeout_s: float = Field(default=1.0, gt=0, le=30)
     hop_attempt_timeout_s: float = Field(
         default=3.0, gt=0, le=600,
-        description="an idempotent call (security, intent, output check, memory reads, a tool call with its idempotency "
-                    "key) unanswered this long is sent again: its replica may have died while handling it")
+        description="an idempotent call (security, intent, output check, memory reads, a call of a read-only tool or "
+                    "one with an idempotency key) unanswered this long is sent again: its replica may have died while handling it")
     # the deep tier
     deep_tier: bool = Field(default=True, description="route complex questions to the LLM; false: the fast tier answers everything it can")
     deep_timeout_s: float = Field(default=120.0, gt=0, le=600, description="deadline of a deep-tier question (an LLM on CPU is slow)")

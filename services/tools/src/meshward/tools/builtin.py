@@ -47,6 +47,7 @@ def build_registry(full: bool = True, cluster: ClusterDomain | None = None) -> T
             args_model=CalculatorArgs,
             fn=calculator,
             timeout_s=2.0,
+            read_only=True,
         )
     )
     if full:

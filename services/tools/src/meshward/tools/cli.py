@@ -476,6 +476,8 @@ def cli_tools(settings: CliSettings | None = None, *, policy: CommandPolicy | No
             approved_fn=cli_execute_approved,
             requires_approval=False,
             timeout_s=settings.timeout_s + 5.0,
+            # without an approval only allowed read-only commands run; an approved one goes by another subject
+            read_only=True,
         ),
         Tool(
             name="discover_cli_tools",
@@ -483,5 +485,6 @@ def cli_tools(settings: CliSettings | None = None, *, policy: CommandPolicy | No
             args_model=DiscoverArgs,
             fn=discover_cli_tools,
             timeout_s=_VERSION_TIMEOUT_S * 2 + 5.0,
+            read_only=True,
         ),
     ]

@@ -545,6 +545,7 @@ class HttpApis:
                 args_model=PublicIpArgs,
                 fn=self.public_ip,
                 timeout_s=timeout,
+                read_only=True,
             ),
             Tool(
                 name="ip_geolocate",
@@ -552,6 +553,7 @@ class HttpApis:
                 args_model=IpGeolocateArgs,
                 fn=self.ip_geolocate,
                 timeout_s=timeout,
+                read_only=True,
             ),
             Tool(
                 name="weather_forecast",
@@ -559,6 +561,7 @@ class HttpApis:
                 args_model=WeatherForecastArgs,
                 fn=self.weather_forecast,
                 timeout_s=timeout,
+                read_only=True,
             ),
         ]
 

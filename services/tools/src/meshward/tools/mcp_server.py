@@ -77,7 +77,9 @@ class McpSettings(BaseSettings):
 
 def _to_mcp_tool(spec: ToolSpec) -> mt.Tool:
     meta = {META_REQUIRES_APPROVAL: True} if spec.requires_approval else None
-    return mt.Tool(name=spec.name, description=spec.description, input_schema=spec.input_schema, meta=meta)
+    # the standard hints say the same to MCP clients: a read-only tool may be called again safely
+    annotations = mt.ToolAnnotations(read_only_hint=True, idempotent_hint=True) if spec.read_only else None
+    return mt.Tool(name=spec.name, description=spec.description, input_schema=spec.input_schema, meta=meta, annotations=annotations)
 
 
 def _compact_json(data: Any) -> str:

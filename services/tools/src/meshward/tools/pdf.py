@@ -342,5 +342,6 @@ def tools(limits: PdfLimits | None = None) -> list[Tool]:
             args_model=PdfExtractArgs,
             fn=make_pdf_extract_fn(limits),
             timeout_s=limits.timeout_s,
+            read_only=True,
         )
     ]

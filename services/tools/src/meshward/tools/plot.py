@@ -25,15 +25,10 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-import matplotlib
+from meshward.contracts import ErrorCode, ImageContent, TextContent
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-matplotlib.use("Agg")
-
-from matplotlib.figure import Figure  # noqa: E402  (after selecting the backend)
-from meshward.contracts import ErrorCode, ImageContent, TextContent  # noqa: E402
-from pydantic import BaseModel, ConfigDict, Field, model_validator  # noqa: E402
-
-from .registry import Tool, ToolError  # noqa: E402
+from .registry import Tool, ToolError
 
 MAX_POINTS = 1_000
 MAX_LABEL_CHARS = 64
@@ -103,6 +98,10 @@ def _display(text: str) -> str:
 
 
 def _render_png(args: PlotArgs, limits: PlotLimits) -> bytes:
+    # imported on the first chart, not at start: matplotlib is the largest part of the tools service's start-up,
+    # and a restarted replica should answer its other tools as soon as it can
+    from matplotlib.figure import Figure  # noqa: PLC0415  (the object API needs no backend selection)
+
     fig = Figure(figsize=(limits.width_in, limits.height_in), dpi=limits.dpi, layout="tight")
     ax = fig.add_subplot()
     n = len(args.values)
@@ -186,5 +185,6 @@ def tools(limits: PlotLimits | None = None) -> list[Tool]:
             args_model=PlotArgs,
             fn=make_plot_fn(limits),
             timeout_s=limits.timeout_s,
+            read_only=True,
         )
     ]

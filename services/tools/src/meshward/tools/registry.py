@@ -41,11 +41,13 @@ class Tool:
     # An operator's standing approval (e.g. MESHWARD_CLUSTER_WRITE=allow): requires_approval is then not asked
     # per call on the bus. The MCP door still refuses requires_approval tools unless told otherwise.
     preapproved: bool = False
+    # Changes nothing outside the call (MCP's readOnlyHint): the supervisor may send an unanswered call again.
+    read_only: bool = False
 
     def spec(self) -> ToolSpec:
         schema = self.args_model.model_json_schema()
         schema.pop("title", None)
-        return ToolSpec(name=self.name, description=self.description, input_schema=schema, requires_approval=self.requires_approval)
+        return ToolSpec(name=self.name, description=self.description, input_schema=schema, requires_approval=self.requires_approval, read_only=self.read_only)
 
 
 class ToolRegistry:

@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import urllib3
-from kubernetes.client import ApiClient, Configuration, CoreV1Api, VersionApi
-from kubernetes.client.exceptions import ApiException
 from meshward.contracts import ErrorCode
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
@@ -47,6 +45,8 @@ class Target:
 
 
 def _classify(e: BaseException, what: str, settings: ClusterSettings) -> KubeError:
+    from kubernetes.client.exceptions import ApiException  # noqa: PLC0415  (loaded with the first KubeReader)
+
     if isinstance(e, ApiException):
         status = e.status or 0
         if status == 0:  # the client wraps TLS failures as status 0
@@ -79,6 +79,9 @@ class KubeReader:
     """GET-only views of one cluster. Use as `async with KubeReader(target, settings) as k: await k.version()`."""
 
     def __init__(self, target: Target, settings: ClusterSettings):
+        # the kubernetes client loads with the first cluster call, not at the tools service's start
+        from kubernetes.client import ApiClient, Configuration, CoreV1Api, VersionApi  # noqa: PLC0415
+
         self.settings = settings
         cfg = Configuration(host=target.api_url.rstrip("/"), api_key={"authorization": target.token}, api_key_prefix={"authorization": "Bearer"})
         cfg.verify_ssl = True
@@ -100,7 +103,7 @@ class KubeReader:
             try:
                 response = fn(_preload_content=False, _request_timeout=self._timeout, **kwargs)
                 return json.loads(response.data)
-            except (ApiException, urllib3.exceptions.HTTPError, ValueError) as e:
+            except Exception as e:  # noqa: BLE001 - _classify re-raises what is none of the client's failures
                 raise _classify(e, what, self.settings) from None
 
         retrying = AsyncRetrying(

@@ -327,8 +327,8 @@ class ClusterDomain:
     def tools(self) -> list[Tool]:
         return [
             Tool("cluster_register", "Register a Kubernetes cluster (name, API URL and a read-only bearer token, or a kubeconfig); credentials are stored encrypted. Needs approval.", RegisterArgs, self.register, requires_approval=True, preapproved=self.settings.write == "allow", timeout_s=TOOL_TIMEOUT_S),
-            Tool("cluster_list", "List the registered Kubernetes clusters (names, API URLs, labels).", ListArgs, self.list, timeout_s=5.0),
-            Tool("cluster_info", "A registered cluster's Kubernetes version, nodes and roles, namespaces and capacity.", ClusterName, self.info, timeout_s=TOOL_TIMEOUT_S),
-            Tool("cluster_health", "A registered cluster's health: API reachability and latency, node conditions, pods not running or restarting, unhealthy components; verdict healthy / degraded / unreachable with reasons.", ClusterName, self.health, timeout_s=TOOL_TIMEOUT_S),
+            Tool("cluster_list", "List the registered Kubernetes clusters (names, API URLs, labels).", ListArgs, self.list, timeout_s=5.0, read_only=True),
+            Tool("cluster_info", "A registered cluster's Kubernetes version, nodes and roles, namespaces and capacity.", ClusterName, self.info, timeout_s=TOOL_TIMEOUT_S, read_only=True),
+            Tool("cluster_health", "A registered cluster's health: API reachability and latency, node conditions, pods not running or restarting, unhealthy components; verdict healthy / degraded / unreachable with reasons.", ClusterName, self.health, timeout_s=TOOL_TIMEOUT_S, read_only=True),
             Tool("cluster_remove", "Remove a registered cluster and its stored credentials. Needs approval.", ClusterName, self.remove, requires_approval=True, preapproved=self.settings.write == "allow", timeout_s=5.0),
         ]
