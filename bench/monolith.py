@@ -63,7 +63,7 @@ class LocalPorts:
     async def list_tools(self) -> ToolCatalog:
         return ToolCatalog(tools=self.registry.catalog())
 
-    async def call_tool(self, name: str, arguments: dict[str, Any], idempotency_key: str | None = None) -> ToolResult:
+    async def call_tool(self, name: str, arguments: dict[str, Any], idempotency_key: str | None = None, read_only: bool = False) -> ToolResult:
         try:
             return await self.registry.call(name, arguments)
         except ToolError as e:
