@@ -268,7 +268,7 @@ async def context_phase(seconds: float, min_reps: int) -> list[dict]:
 
 # ---------------------------------------------------------------------------------------------- (d) store
 async def store_phase(questions: int) -> dict[str, float]:
-    from meshward.contracts import AgentDecision, InteractionCompleted, RoutingDecision  # noqa: PLC0415
+    from meshward.contracts import AgentDecision, InteractionCompleted  # noqa: PLC0415
     from meshward.memory.store import MemoryStore  # noqa: PLC0415
 
     store = await MemoryStore.open(f"sqlite+aiosqlite:///{tempfile.mkdtemp(prefix='meshward-store-')}/memory.db")
@@ -278,13 +278,12 @@ async def store_phase(questions: int) -> dict[str, float]:
         events: list = []
         n = rnd.randint(1, 4)  # questions whose events arrive while one transaction runs, as under load
         for _ in range(n):
-            rid = uuid.uuid4().hex
-            events += [RoutingDecision(agent="supervisor", decision="intent", reasoning="routing reason " * 3, step=i,
-                                       request_id=rid) for i in range(6)]
+            # one event per question: three agents' decisions and the supervisor's six routing decisions
+            decisions = [AgentDecision(agent=a, decision="ALLOW", reasoning="ok") for a in ("security", "intent", "assess")]
+            decisions += [AgentDecision(agent="supervisor", decision="intent", reasoning="routing reason " * 3) for _ in range(6)]
             events.append(InteractionCompleted(question="Calculate 15 * 23 + 7", answer="15 * 23 + 7 = 352",
                                                status="answered", route=["security", "intent", "tools"], tools_used=["calculator"],
-                                               duration_ms=20.0, request_id=rid,
-                                               decisions=[AgentDecision(agent="security", decision="ALLOW", reasoning="ok")]))
+                                               duration_ms=20.0, request_id=uuid.uuid4().hex, decisions=decisions))
         await store.record_events(events)
         return n
 

@@ -1,5 +1,5 @@
 """A regression guard on the work per question, counted from its trace (never from the clock):
-NATS round trips and LangGraph node steps of a fast-tier question."""
+NATS round trips, events published and LangGraph node steps of a fast-tier question."""
 from __future__ import annotations
 
 import asyncio
@@ -15,6 +15,8 @@ GRAPH_STEPS = 6
 SUPERVISOR_ROUND_TRIPS = (4, 5)
 # the known-threats lookup security makes to memory
 SERVICE_ROUND_TRIPS = 1
+# one event per question: the interaction, carrying every agent's and the supervisor's decisions
+SUPERVISOR_EVENTS = 1
 
 
 def _complete(spans) -> bool:
@@ -25,7 +27,7 @@ def _complete(spans) -> bool:
     return any(s.name == "POST /v1/ask" for s in spans) and bool(sends) and all(s.span_id in handled for s in sends)
 
 
-async def test_a_calculation_costs_six_graph_steps_and_at_most_five_round_trips(http, otlp):
+async def test_a_calculation_costs_six_graph_steps_one_event_and_at_most_five_round_trips(http, otlp):
     for attempt in range(2):  # the second question finds the tool catalog cached
         body = (await http.post("/v1/ask", json={"question": f"Calculate 15 * 23 + {attempt}"})).json()
         assert body["status"] == "answered"
@@ -40,6 +42,8 @@ async def test_a_calculation_costs_six_graph_steps_and_at_most_five_round_trips(
         sends = Counter(s.service for s in spans if s.name.startswith("send "))
         nodes = [s.name for s in spans if s.name.startswith("node ")]
         assert len(nodes) == GRAPH_STEPS, nodes
+        published = [s.name for s in spans if s.name.startswith("publish ") and s.service == "meshward-supervisor"]
+        assert len(published) == SUPERVISOR_EVENTS, published
         assert SUPERVISOR_ROUND_TRIPS[0] <= sends["meshward-supervisor"] <= SUPERVISOR_ROUND_TRIPS[1], sends
         assert sends["meshward-security"] <= SERVICE_ROUND_TRIPS, sends
     assert sends["meshward-supervisor"] == SUPERVISOR_ROUND_TRIPS[0]  # the catalog came from the cache

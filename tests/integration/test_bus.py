@@ -9,7 +9,7 @@ import pytest
 from meshward.bus import Bus, BusSettings, Service, ServiceError
 from meshward.bus import context as bus_context
 from meshward.bus.events import EventConsumer
-from meshward.contracts import ErrorCode, Message, RemoteError, RoutingDecision, subjects
+from meshward.contracts import ErrorCode, Message, RemoteError, ToolCalled, subjects
 from opentelemetry.trace import SpanKind
 from pydantic import Field
 
@@ -215,18 +215,18 @@ async def test_events_are_published_with_ack_deduplicated_and_consumed_durably(b
     got: list[str] = []
 
     async def handler(subject: str, data: bytes) -> None:
-        event = RoutingDecision.model_validate_json(data)
+        event = ToolCalled.model_validate_json(data)
         if event.thread_id == thread:
-            if event.decision == "flaky" and event.event_id not in got:
+            if event.name == "flaky" and event.event_id not in got:
                 got.append(event.event_id)
                 raise RuntimeError("first delivery fails")  # redelivered later
             got.append(event.event_id)
 
-    events = [RoutingDecision(agent="supervisor", decision=d, thread_id=thread) for d in ("intent", "flaky", "plan")]
+    events = [ToolCalled(name=n, ok=True, duration_ms=1.0, thread_id=thread) for n in ("calculator", "flaky", "plot")]
     for e in events:
-        await bus.publish_event(subjects.EVENT_ROUTING, e)
-    await bus.publish_event(subjects.EVENT_ROUTING, events[0])  # a duplicate publish is dropped by JetStream
-    consumer = EventConsumer(bus, durable, handler, filter_subject=subjects.EVENT_ROUTING)
+        await bus.publish_event(subjects.EVENT_TOOL_CALLED, e)
+    await bus.publish_event(subjects.EVENT_TOOL_CALLED, events[0])  # a duplicate publish is dropped by JetStream
+    consumer = EventConsumer(bus, durable, handler, filter_subject=subjects.EVENT_TOOL_CALLED)
     await consumer.start()
     try:
         for _ in range(100):

@@ -16,7 +16,6 @@ from meshward.contracts import (
     ClusterAudit,
     ClusterHealthChecked,
     InteractionCompleted,
-    RoutingDecision,
     StatsReply,
     ThreatCategory,
 )
@@ -49,11 +48,6 @@ def interaction(n: int = 0, **fields) -> InteractionCompleted:
         "duration_ms": 12.4,
     }
     return InteractionCompleted(**(base | fields))
-
-
-def decision(request_id: str = "req-0", step: int = 0, **fields) -> RoutingDecision:
-    base = {"agent": "supervisor", "decision": "weather", "reasoning": "asks about rain", "occurred_at": T0}
-    return RoutingDecision(request_id=request_id, thread_id="thread-a", step=step, **(base | fields))
 
 
 async def fetch(db: AsyncEngine, query) -> list:
@@ -141,37 +135,22 @@ class MemoryStoreContract:
         assert await fetch(db, select(threads.c.turns)) == [(20,)]
         assert len(await store.history("thread-a", limit=100)) == 20
 
-    async def test_redelivered_decision_is_stored_once(self, store, db):
-        first = decision(step=1)
-        assert await store.record_decision(first) is True
-        assert await store.record_decision(first) is False
-
-        second = decision(step=2)
-        results = await asyncio.gather(*(store.record_decision(second) for _ in range(20)))
-        assert results.count(True) == 1
-
-        rows = await fetch(db, select(agent_decisions.c.event_id).order_by(agent_decisions.c.step))
-        assert rows == [(first.event_id,), (second.event_id,)]
-
     # --- what is stored --------------------------------------------------------------------
 
-    async def test_decisions_are_linked_by_request_id(self, store, db):
-        before = decision("req-1", step=0, agent="supervisor", decision="weather")
-        other = decision("req-2", step=0)
-        await store.record_decision(before)  # arrives before its interaction
-        await store.record_decision(other)
-        event = interaction(1, decisions=[AgentDecision(agent="security", decision="ALLOW", reasoning="benign")])
-        await store.record_interaction(event)
-        after = decision("req-1", step=2, agent="supervisor", decision="FINISH")
-        await store.record_decision(after)  # arrives after it
+    async def test_decisions_are_stored_in_order_with_their_interaction(self, store, db):
+        routed = [AgentDecision(agent="security", decision="ALLOW", reasoning="benign"),
+                  AgentDecision(agent="supervisor", decision="intent", reasoning="security allowed it"),
+                  AgentDecision(agent="supervisor", decision="FINISH", reasoning="answered")]
+        await store.record_interaction(interaction(1, decisions=routed))
+        await store.record_interaction(interaction(2, thread_id="thread-b", decisions=routed[:1]))
 
-        (interaction_id,) = (await fetch(db, select(interactions.c.id)))[0]
+        ids = dict(await fetch(db, select(interactions.c.request_id, interactions.c.id)))
         rows = await fetch(
             db,
             select(
                 agent_decisions.c.request_id,
                 agent_decisions.c.interaction_id,
-                agent_decisions.c.event_id,
+                agent_decisions.c.step,
                 agent_decisions.c.agent_name,
                 agent_decisions.c.decision,
                 agent_decisions.c.reasoning,
@@ -179,42 +158,27 @@ class MemoryStoreContract:
             ).order_by(agent_decisions.c.id),
         )
         assert rows == [
-            ("req-1", interaction_id, before.event_id, "supervisor", "weather", "asks about rain", "thread-a"),
-            ("req-2", None, other.event_id, "supervisor", "weather", "asks about rain", "thread-a"),
-            ("req-1", interaction_id, None, "security", "ALLOW", "benign", "thread-a"),
-            ("req-1", interaction_id, after.event_id, "supervisor", "FINISH", "asks about rain", "thread-a"),
+            ("req-1", ids["req-1"], 0, "security", "ALLOW", "benign", "thread-a"),
+            ("req-1", ids["req-1"], 1, "supervisor", "intent", "security allowed it", "thread-a"),
+            ("req-1", ids["req-1"], 2, "supervisor", "FINISH", "answered", "thread-a"),
+            ("req-2", ids["req-2"], 0, "security", "ALLOW", "benign", "thread-b"),
         ]
 
-    async def test_a_group_commit_stores_each_event_once_and_links_them(self, store, db):
-        events = []
-        for n in range(10):
-            events += [decision(f"req-{n}", step=0), interaction(n), decision(f"req-{n}", step=1)]
+    async def test_a_group_commit_stores_each_event_once_with_its_decisions(self, store, db):
+        routed = [AgentDecision(agent="security", decision="ALLOW"), AgentDecision(agent="supervisor", decision="intent")]
+        events = [interaction(n, decisions=routed) for n in range(10)]
         await store.record_events(events)
-        await store.record_events(events[:6])  # redelivered: idempotent
+        await store.record_events(events[:6])  # redelivered: idempotent, decisions not doubled
         assert len(await fetch(db, select(interactions.c.id))) == 10
         rows = await fetch(db, select(agent_decisions.c.request_id, agent_decisions.c.interaction_id))
         assert len(rows) == 20 and all(interaction_id is not None for _, interaction_id in rows)
         assert [t.question for t in await store.history("thread-a", 50)] == [f"question {n}" for n in range(10)]
 
-    async def test_a_late_decision_is_linked_to_its_interaction_from_an_earlier_batch(self, store, db):
-        await store.record_events([interaction(0), interaction(1)])
-        await store.record_events([decision("req-1", step=4), decision("req-0", step=5), decision("req-9", step=0)])
-        rows = dict(await fetch(db, select(agent_decisions.c.request_id, agent_decisions.c.interaction_id)))
-        ids = dict(await fetch(db, select(interactions.c.request_id, interactions.c.id)))
-        assert rows == {"req-0": ids["req-0"], "req-1": ids["req-1"], "req-9": None}
-
-    async def test_decision_and_interaction_stored_at_once_are_linked(self, store, db):
-        writes = []
-        for n in range(20):
-            writes += [store.record_decision(decision(f"req-{n}")), store.record_interaction(interaction(n))]
-        assert all(await asyncio.gather(*writes))
-        linked = await fetch(
-            db,
-            select(agent_decisions.c.request_id, interactions.c.request_id).join_from(
-                agent_decisions, interactions, agent_decisions.c.interaction_id == interactions.c.id, isouter=True
-            ),
-        )
-        assert len(linked) == 20 and all(mine == theirs for mine, theirs in linked)
+    async def test_concurrent_redelivery_stores_the_decisions_once(self, store, db):
+        event = interaction(1, decisions=[AgentDecision(agent="security", decision="ALLOW"), AgentDecision(agent="supervisor", decision="FINISH")])
+        results = await asyncio.gather(*(store.record_interaction(event) for _ in range(20)))
+        assert results.count(True) == 1
+        assert len(await fetch(db, select(agent_decisions.c.id))) == 2
 
     async def test_interaction_row_keeps_every_field(self, store, db):
         event = interaction(
@@ -249,11 +213,10 @@ class MemoryStoreContract:
         assert await store.stats() == StatsReply(interactions=0, agent_decisions=0, events_seen=0)
         await store.record_interaction(interaction(1, decisions=[AgentDecision(agent="security", decision="ALLOW"),
                                                                  AgentDecision(agent="intent", decision="in_scope")]))
-        await store.record_interaction(interaction(2))
-        routed = decision("req-1")
-        for event in (routed, routed, decision("req-1", step=1), decision("req-2")):
-            await store.record_decision(event)
-        assert await store.stats() == StatsReply(interactions=2, agent_decisions=5, events_seen=5)
+        second = interaction(2)
+        for _ in range(2):  # redelivered: counted once
+            await store.record_interaction(second)
+        assert await store.stats() == StatsReply(interactions=2, agent_decisions=2, events_seen=2)
 
     async def test_text_round_trips(self, store, db):
         mixed = "Grüße, мир, 你好, مرحبا, שלום, e\u0301, 🧑🏽‍🚀🏳️‍🌈, 𝔘𝔫𝔦𝔠𝔬𝔡𝔢, 'quotes' \"and\" \\ back\\slash\n\ttab "

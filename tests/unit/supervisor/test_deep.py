@@ -81,8 +81,9 @@ async def test_deep_question_is_answered_by_the_llm_and_validated():
     assert r.answer == LOAD_ANSWER
     assert r.model == "fake/tiny" and r.usage.prompt_tokens == 10 and r.usage.completion_tokens == 5
     assert r.confidence is not None and r.confidence >= 0.75
-    routing = [e for s, e in ports.events if s == subjects.EVENT_ROUTING]
-    assert any(e.decision == "retrieve" and e.reasoning.startswith("deep tier:") for e in routing)
+    (done,) = [e for s, e in ports.events if s == subjects.EVENT_INTERACTION]
+    routing = [d for d in done.decisions if d.agent == "supervisor"]
+    assert any(d.decision == "retrieve" and d.reasoning.startswith("deep tier:") for d in routing)
     # only the intent's tools are offered to the model
     assert [t.name for t in ports.chat_requests[0].tools] == ["cli_execute"]
 

@@ -25,10 +25,16 @@ async def test_in_scope_question_goes_through_every_agent_in_order():
     assert r.route == ["security", "intent", "assess", "tools", "answer", "output_check"]
     assert r.answer == "15 * 23 + 7 = 352"
     assert r.tools_used == ["calculator"]
-    routing = [e for s, e in ports.events if s == subjects.EVENT_ROUTING]
-    assert [e.decision for e in routing] == ["intent", "assess", "tools", "answer", "output_check", FINISH]
-    done = [e for s, e in ports.events if s == subjects.EVENT_INTERACTION]
-    assert len(done) == 1 and done[0].answer == r.answer and [d.agent for d in done[0].decisions] == ["security", "intent", "assess"]
+    # one event per question: the interaction carries the agents' decisions and the supervisor's routing, in order
+    assert [s for s, _ in ports.events] == [subjects.EVENT_INTERACTION]
+    done = ports.events[0][1]
+    assert done.answer == r.answer
+    assert [(d.agent, d.decision) for d in done.decisions] == [
+        ("security", "ALLOW"), ("supervisor", "intent"),
+        ("intent", "calculation"), ("supervisor", "assess"),
+        ("assess", "fast"), ("supervisor", "tools"),
+        ("supervisor", "answer"), ("supervisor", "output_check"), ("supervisor", FINISH),
+    ]
 
 
 async def test_threat_is_refused_before_intent():

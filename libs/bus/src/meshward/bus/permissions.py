@@ -26,7 +26,6 @@ from meshward.contracts.subjects import (
     EVENT_CLUSTER_AUDIT,
     EVENT_CLUSTER_HEALTH,
     EVENT_INTERACTION,
-    EVENT_ROUTING,
     EVENT_TOOL_CALLED,
     EVENT_VIOLATION,
     EVENTS_STREAM,
@@ -96,12 +95,12 @@ PERMISSIONS: dict[str, Permissions] = {
         publish=(
             _own("security"), _own("intent"), _own("tools"), _own("memory"), _own("llm"),
             health("*"),
-            *_event_publisher(EVENT_ROUTING, EVENT_INTERACTION, EVENT_APPROVAL),
+            *_event_publisher(EVENT_INTERACTION, EVENT_APPROVAL),
             # Agent Protocol runs: the work queue, run events and cancels between replicas, thread/run records
             f"{PREFIX}.supervisor.runs.>", *_consumer(RUNS_CONSUMER, RUNS_STREAM), *_kv(RUNS_KV_THREADS), *_kv(RUNS_KV_RUNS),
         ),
         subscribe=(_own("supervisor"),),
-        description="the only caller of the agents (security, intent, tools, memory, llm) and of approved tool calls; routing, interaction and approval events; "
+        description="the only caller of the agents (security, intent, tools, memory, llm) and of approved tool calls; interaction and approval events; "
                     "its own replicas' run queue, run events and records",
     ),
     "security": Permissions(

@@ -10,7 +10,6 @@ from .events import (
     ClusterHealthChecked,
     Event,
     InteractionCompleted,
-    RoutingDecision,
     SecurityViolation,
     ToolCalled,
     new_event_id,
@@ -88,7 +87,7 @@ __all__ = [
     "ErrorCode", "ErrorReply", "Event", "HealthReply", "HealthRequest", "HistoryReply", "HistoryRequest",
     "ImageContent", "IntentRequest", "IntentResult", "IntentScore", "InteractionCompleted", "LeakKind",
     "MAX_TEXT_CHARS", "Message", "ModelInfo", "OUT_OF_SCOPE", "OutputCheckRequest", "OutputVerdict",
-    "RemoteError", "RoutingDecision", "SecurityCheckRequest", "SecurityVerdict", "SecurityViolation",
+    "RemoteError", "SecurityCheckRequest", "SecurityVerdict", "SecurityViolation",
     "StatsReply", "StatsRequest", "TextContent", "ThreatCategory", "ToolCalled", "ToolCallRequest",
     "ToolCatalog", "ToolListRequest", "ToolResult", "ToolSpec", "Turn", "new_event_id", "subjects",
 ]

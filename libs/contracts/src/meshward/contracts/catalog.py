@@ -11,7 +11,6 @@ from .events import (
     ClusterAudit,
     ClusterHealthChecked,
     InteractionCompleted,
-    RoutingDecision,
     SecurityViolation,
     ToolCalled,
 )
@@ -74,7 +73,6 @@ ENDPOINTS: tuple[Endpoint, ...] = (
 )
 
 EVENTS: tuple[tuple[str, type[Message]], ...] = (
-    (s.EVENT_ROUTING, RoutingDecision),
     (s.EVENT_INTERACTION, InteractionCompleted),
     (s.EVENT_VIOLATION, SecurityViolation),
     (s.EVENT_TOOL_CALLED, ToolCalled),

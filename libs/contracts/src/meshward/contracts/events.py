@@ -31,17 +31,9 @@ class Event(Message):
     trace_id: str | None = Field(default=None, max_length=64)
 
 
-class RoutingDecision(Event):
-    type: Literal["routing_decision"] = "routing_decision"
-    agent: str  # who decided (the supervisor) or which agent reported
-    decision: str  # the next node, or the agent's decision (ALLOW, BLOCK, in_scope, ...)
-    reasoning: str = ""
-    step: int = 0
-
-
 class AgentDecision(Message):
-    agent: str
-    decision: str
+    agent: str  # which agent reported, or the supervisor routing to the next step
+    decision: str  # the agent's decision (ALLOW, BLOCK, in_scope, ...) or the supervisor's next step
     reasoning: str = ""
 
 

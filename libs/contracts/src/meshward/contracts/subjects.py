@@ -31,7 +31,6 @@ def health(service: str) -> str:
 EVENTS_STREAM = "MESHWARD_EVENTS"
 EVENTS_PREFIX = f"{PREFIX}.events"
 EVENTS_ALL = f"{EVENTS_PREFIX}.>"
-EVENT_ROUTING = f"{EVENTS_PREFIX}.routing"
 EVENT_INTERACTION = f"{EVENTS_PREFIX}.interaction"
 EVENT_VIOLATION = f"{EVENTS_PREFIX}.violation"
 EVENT_TOOL_CALLED = f"{EVENTS_PREFIX}.tool_called"

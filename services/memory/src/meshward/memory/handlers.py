@@ -30,7 +30,6 @@ from meshward.contracts import (
     InteractionCompleted,
     RetractThreatReply,
     RetractThreatRequest,
-    RoutingDecision,
     SearchReply,
     SearchRequest,
     SecurityViolation,
@@ -71,7 +70,7 @@ class EventSink:
         self.store = store
         self.semantic = semantic
         self.policy = policy
-        self.sql: GroupCommit[InteractionCompleted | RoutingDecision] = GroupCommit(store.record_events, name="sql")
+        self.sql: GroupCommit[InteractionCompleted] = GroupCommit(store.record_events, name="sql")
         self.embed: GroupCommit[tuple] = GroupCommit(semantic.add_interactions, max_batch=64, name="embed", linger_s=embed_linger_s)
 
     async def __call__(self, subject: str, data: bytes) -> None:
@@ -82,8 +81,6 @@ class EventSink:
                 await self.embed.submit(
                     (event.event_id, event.question, event.answer, {"thread_id": event.thread_id or "", "intent": event.intent or ""})
                 )
-        elif subject == subjects.EVENT_ROUTING:
-            await self.sql.submit(RoutingDecision.model_validate_json(data))
         elif subject == subjects.EVENT_VIOLATION:
             await self.learn(SecurityViolation.model_validate_json(data))
         elif subject in (subjects.EVENT_CLUSTER_AUDIT, subjects.EVENT_CLUSTER_HEALTH):

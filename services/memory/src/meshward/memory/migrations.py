@@ -108,9 +108,10 @@ agent_decisions = Table(
     "agent_decisions",
     metadata,
     Column("id", Integer, primary_key=True),
-    # Null until the interaction of the same request_id is stored.
+    # Set when the interaction carrying the decision is stored (null only on rows of the routing events that
+    # supervisors published before the interaction event carried the routing too).
     Column("interaction_id", Integer, ForeignKey("interactions.id", ondelete="CASCADE"), index=True),
-    # A RoutingDecision's own id; null for the decisions carried inside an InteractionCompleted.
+    # A routing event's own id on those older rows; null for the decisions carried inside an InteractionCompleted.
     Column("event_id", Str(ID), unique=True),
     Column("request_id", Str(ID), index=True),
     Column("thread_id", Str(ID), index=True),

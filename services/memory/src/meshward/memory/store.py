@@ -21,12 +21,11 @@ from meshward.contracts import (
     ClusterHealthChecked,
     InsightsReply,
     InteractionCompleted,
-    RoutingDecision,
     SecurityViolation,
     StatsReply,
     Turn,
 )
-from sqlalchemy import Connection, case, event, func, insert, select, text, update
+from sqlalchemy import Connection, case, event, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
@@ -77,23 +76,13 @@ class MemoryStore:
     async def record_interaction(self, event: InteractionCompleted) -> bool:
         """Store the interaction, its decisions and its thread; False if the event was stored already."""
         async with self._writer.begin() as conn:
-            await self._lock_request(conn, event.request_id)
             return await self._write_interaction(conn, event)
 
-    async def record_events(self, events: Sequence[InteractionCompleted | RoutingDecision]) -> None:
-        """Store interactions and routing decisions in one transaction (the consumer's group commit), in order."""
+    async def record_events(self, events: Sequence[InteractionCompleted]) -> None:
+        """Store interactions, each with its decisions, in one transaction (the consumer's group commit), in order."""
         async with self._writer.begin() as conn:
-            # sorted: two writers locking overlapping requests never wait on each other in a cycle
-            for request_id in sorted({e.request_id for e in events if e.request_id is not None}):
-                await self._lock_request(conn, request_id)
-            # A question sends several routing decisions: one statement stores all of the batch's, one links them
-            # to interactions stored earlier, and each interaction written next links its own.
-            decisions = [e for e in events if isinstance(e, RoutingDecision)]
-            if decisions:
-                await self._write_decisions(conn, decisions)
             for e in events:
-                if isinstance(e, InteractionCompleted):
-                    await self._write_interaction(conn, e)
+                await self._write_interaction(conn, e)
 
     async def _write_interaction(self, conn: AsyncConnection, event: InteractionCompleted) -> bool:
         interaction_id = await conn.scalar(
@@ -141,76 +130,9 @@ class MemoryStore:
                     for step, d in enumerate(event.decisions)
                 ],
             )
-        if event.request_id is not None:  # routing decisions that arrived first
-            await conn.execute(
-                update(agent_decisions)
-                .where(agent_decisions.c.request_id == event.request_id, agent_decisions.c.interaction_id.is_(None))
-                .values(interaction_id=interaction_id)
-            )
         if event.thread_id is not None:
             await conn.execute(self._touch_thread(event.thread_id, event.occurred_at))
         return True
-
-    async def record_decision(self, event: RoutingDecision) -> bool:
-        """Store a routing decision, linked to its interaction if that is stored; False if stored already."""
-        async with self._writer.begin() as conn:
-            await self._lock_request(conn, event.request_id)
-            return await self._write_decision(conn, event)
-
-    async def _write_decisions(self, conn: AsyncConnection, events: Sequence[RoutingDecision]) -> None:
-        # one statement, many parameter sets: compiled once and cached (a VALUES list of the batch's length was
-        # compiled anew for every batch size); SQLAlchemy batches the rows into few round trips
-        await conn.execute(
-            self._insert(agent_decisions).on_conflict_do_nothing(index_elements=[agent_decisions.c.event_id]),
-            [
-                {
-                    "interaction_id": None,
-                    "event_id": e.event_id,
-                    "request_id": e.request_id,
-                    "thread_id": e.thread_id,
-                    "agent_name": e.agent,
-                    "decision": e.decision,
-                    "reasoning": e.reasoning,
-                    "step": e.step,
-                    "timestamp": e.occurred_at,
-                }
-                for e in events
-            ],
-        )
-        request_ids = sorted({e.request_id for e in events if e.request_id is not None})
-        if request_ids:
-            stored = (
-                select(func.min(interactions.c.id)).where(interactions.c.request_id == agent_decisions.c.request_id).scalar_subquery()
-            )
-            await conn.execute(
-                update(agent_decisions)
-                .where(agent_decisions.c.request_id.in_(request_ids), agent_decisions.c.interaction_id.is_(None))
-                .values(interaction_id=stored)
-            )
-
-    async def _write_decision(self, conn: AsyncConnection, event: RoutingDecision) -> bool:
-        interaction_id = None
-        if event.request_id is not None:
-            interaction_id = (
-                select(func.min(interactions.c.id)).where(interactions.c.request_id == event.request_id).scalar_subquery()
-            )
-        stored = await conn.scalar(
-            self._insert(agent_decisions)
-            .values(
-                interaction_id=interaction_id,
-                event_id=event.event_id,
-                request_id=event.request_id,
-                thread_id=event.thread_id,
-                agent_name=event.agent,
-                decision=event.decision,
-                reasoning=event.reasoning,
-                step=event.step,
-                timestamp=event.occurred_at,
-            )
-            .on_conflict_do_nothing(index_elements=[agent_decisions.c.event_id])
-            .returning(agent_decisions.c.id)
-        )
-        return stored is not None
 
     async def history(self, thread_id: str, limit: int = 20) -> list[Turn]:
         """The last ``limit`` turns of the thread, oldest first."""
@@ -232,7 +154,8 @@ class MemoryStore:
             ]
 
     async def stats(self) -> StatsReply:
-        """Row counts; events_seen counts the distinct events stored (interactions and routing decisions)."""
+        """Row counts; events_seen counts the distinct events stored (interactions, and the routing events of
+        supervisors from before the interaction carried the routing)."""
         count = func.count()
         query = select(
             select(count).select_from(interactions).scalar_subquery(),
@@ -382,13 +305,6 @@ class MemoryStore:
                 ),
             },
         )
-
-    async def _lock_request(self, conn: AsyncConnection, request_id: str | None) -> None:
-        """On PostgreSQL, serialise the writers of one request for the rest of the transaction, so
-        that a decision and its interaction stored at the same moment still find each other.
-        (SQLite writers are serial already: BEGIN IMMEDIATE.)"""
-        if request_id is not None and self._dialect == "postgresql":
-            await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:r))"), {"r": request_id})
 
 
 def _configure_sqlite(engine: AsyncEngine) -> None:

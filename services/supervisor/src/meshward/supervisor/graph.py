@@ -1,8 +1,8 @@
 """The LangGraph graph in the supervisor pattern.
 
 START -> security; after every agent the supervisor picks the next step from
-state (decide(), the one routing rule) and publishes that decision as a routing
-event. In scope, `assess` picks the tier: fast (template plan -> tools -> answer)
+state (decide(), the one routing rule) and records that decision with the agents'
+own; the interaction event carries them all. In scope, `assess` picks the tier: fast (template plan -> tools -> answer)
 or deep (retrieve -> reason -> validate, refining at most twice); output_check
 runs last on every answer. The supervisor runs as part of the agent's step rather than as a node of
 its own: the same rule, half the LangGraph supersteps (each costs ~0.5 ms).
@@ -33,7 +33,6 @@ from meshward.contracts import (
     ChatRole,
     ClusterChangesRequest,
     RemoteError,
-    RoutingDecision,
     subjects,
 )
 from meshward.telemetry import names
@@ -637,21 +636,10 @@ class GraphBuilder:
         }
 
     def supervise(self, state: AskState) -> dict[str, Any]:
-        """The supervisor: decide the next step from the state an agent just left."""
+        """The supervisor: decide the next step from the state an agent just left. The decision joins the run's
+        decisions, which the interaction event carries (one event per question, not one per step)."""
         nxt, reason = decide(state, self.max_visits)
-        self.ports.emit(
-            subjects.EVENT_ROUTING,
-            RoutingDecision(
-                agent="supervisor",
-                decision=nxt,
-                reasoning=reason[:500],
-                step=len(state.get("route", [])),
-                thread_id=state.get("thread_id"),
-                request_id=state.get("request_id"),
-                trace_id=current_trace_id(),
-            ),
-        )
-        update: dict[str, Any] = {"next": nxt}
+        update: dict[str, Any] = {"next": nxt, "decisions": self._decision(state, "supervisor", nxt, reason[:500])}
         if nxt == FINISH:
             update["history"] = [*state.get("history", []), {"question": state["question"], "answer": state.get("answer") or ""}][-50:]
         return update
