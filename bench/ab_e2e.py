@@ -9,6 +9,11 @@ classifiers, known threats asked of memory).
     git archive main | tar -x -C /tmp/baseline
     .venv/bin/python bench/ab_e2e.py --baseline /tmp/baseline [--rounds 400] [--question "..."] [--real]
     .venv/bin/python bench/ab_e2e.py --baseline /tmp/baseline --real --question "Calculate {i} * 23 + 7"
+    .venv/bin/python bench/ab_e2e.py --baseline /tmp/baseline --real --clients 16 --seconds 40
+
+``--clients N`` adds a concurrent phase: N clients on one stack at a time, the stacks taking turns in
+blocks (A B B A ...) for ``--seconds`` in all, with each stack's answers per second and the CPU per answered
+question of each of its processes (including memory's work on the events, read after its backlog drains).
 
 The baseline's sources go first on the services' PYTHONPATH, so it runs with this tree's virtualenv
 (its dependencies must be installed there).
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import sys
 import tempfile
@@ -26,7 +32,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import httpx  # noqa: E402
-from _common import NO_RATE_LIMIT, machine, summary_ms  # noqa: E402
+from _common import NO_RATE_LIMIT, cpu_seconds, machine, summary_ms  # noqa: E402
+from load import drain_time, observer  # noqa: E402
 from meshward.devstack.launcher import Console, Stack  # noqa: E402
 from meshward.devstack.nats_server import free_port  # noqa: E402
 
@@ -45,7 +52,49 @@ def stack(baseline: Path | None, log, real: bool) -> tuple[Stack, str]:
     return Stack(Path(tempfile.mkdtemp(prefix="meshward-ab-")), port, None, Console(log), extra_env=env), f"http://127.0.0.1:{port}"
 
 
-async def run(baseline: Path, question: str, rounds: int, log, real: bool) -> dict[str, list[float]]:
+def pids_of(s: Stack) -> dict[str, int]:
+    pids = {name: proc.pid for name, proc in s.procs.items()}
+    if s.nats is not None and s.nats.proc is not None:
+        pids["nats-server"] = s.nats.proc.pid
+    return pids
+
+
+async def concurrent(http: httpx.AsyncClient, stacks: dict, question: str, clients: int, seconds: float,
+                     blocks: int = 8) -> dict[str, dict]:
+    """The stacks take turns (A B B A ...) at ``clients`` concurrent callers; answers and CPU per stack."""
+    out = {name: {"answered": 0, "errors": 0, "wall": 0.0, "cpu0": {n: cpu_seconds(p) for n, p in pids_of(s).items()}}
+           for name, (s, _) in stacks.items()}
+    order = list(stacks.items())
+    numbers = itertools.count()
+    for b in range(blocks):
+        name, (_, url) = (order if (b // 2) % 2 == 0 else order[::-1])[b % 2]
+        t = time.perf_counter()
+        await asyncio.gather(*(caller(http, url, question, numbers, t + seconds / blocks, out[name]) for _ in range(clients)))
+        out[name]["wall"] += time.perf_counter() - t
+    for name, (s, _) in stacks.items():  # memory's work on the events counts: each backlog drained first
+        await drained(s)
+        o = out[name]
+        o["cpu_ms"] = {n: (cpu_seconds(p) - o["cpu0"][n]) * 1000 / max(o["answered"], 1) for n, p in pids_of(s).items()}
+    return out
+
+
+async def caller(http: httpx.AsyncClient, url: str, question: str, numbers: itertools.count, end: float, tally: dict) -> None:
+    while time.perf_counter() < end:
+        r = await http.post(url + "/v1/ask", json={"question": question.format(i=next(numbers))})
+        ok = r.status_code == 200 and r.json()["status"] == "answered"
+        tally["answered" if ok else "errors"] += 1
+
+
+async def drained(s: Stack) -> None:
+    """Until memory's consumer has stored every event of the stack (its CPU for them is then spent)."""
+    nc = await observer(s)
+    try:
+        await drain_time(nc)
+    finally:
+        await nc.close()
+
+
+async def run(baseline: Path, question: str, rounds: int, log, real: bool, clients: int = 0, seconds: float = 0.0) -> tuple[dict[str, list[float]], dict]:
     stacks = {"baseline": stack(baseline, log, real), "this tree": stack(None, log, real)}
     for s, _ in stacks.values():
         await s.start()
@@ -70,7 +119,11 @@ async def run(baseline: Path, question: str, rounds: int, log, real: bool) -> di
                     r = await http.post(url + "/v1/ask", json={"question": question.format(i=i)})
                     lat[name].append(time.perf_counter() - t)
                     assert r.status_code == 200, r.text
-        return lat
+        conc = {}
+        if clients:
+            async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=2 * clients)) as http:
+                conc = await concurrent(http, stacks, question, clients, seconds)
+        return lat, conc
     finally:
         for s, _ in stacks.values():
             await s.stop()
@@ -84,9 +137,11 @@ def main() -> None:
                    help="{i} is replaced by the round's number: distinct questions miss memory's embedding cache, "
                         "as most real questions do (e.g. 'Calculate {i} * 23 + 7')")
     p.add_argument("--real", action="store_true", help="both fine-tuned classifiers and known threats (make up's defaults)")
+    p.add_argument("--clients", type=int, default=0, help="add a concurrent phase with this many clients")
+    p.add_argument("--seconds", type=float, default=40.0, help="the concurrent phase's length, both stacks together")
     args = p.parse_args()
     with tempfile.TemporaryFile("w+") as log:
-        lat = asyncio.run(run(args.baseline.resolve(), args.question, args.rounds, log, args.real))
+        lat, conc = asyncio.run(run(args.baseline.resolve(), args.question, args.rounds, log, args.real, args.clients, args.seconds))
     print(f"machine: {machine()}; load average at the end {os.getloadavg()[0]:.2f}")
     config = "make up's configuration (classifiers, known threats)" if args.real else "rules security, embedding intent"
     print(f"POST /v1/ask {args.question!r}, 1 client alternating between the stacks, {args.rounds} rounds; {config}")
@@ -95,6 +150,16 @@ def main() -> None:
         print(f"{name:10} p50 {r['p50']:8.2f} ms  p99 {r['p99']:8.2f} ms  mean {r['mean']:8.2f} ms")
     a, b = s["baseline"], s["this tree"]
     print(f"ratio this tree/baseline: p50 {b['p50'] / a['p50']:.3f}x, p99 {b['p99'] / a['p99']:.3f}x, mean {b['mean'] / a['mean']:.3f}x")
+    if conc:
+        print(f"{args.clients} clients, the stacks taking turns for {args.seconds:.0f} s in all:")
+        for name, o in conc.items():
+            cpu = o["cpu_ms"]
+            parts = ", ".join(f"{n} {v:.2f}" for n, v in sorted(cpu.items(), key=lambda kv: -kv[1]))
+            print(f"{name:10} {o['answered'] / o['wall']:7.1f} answered/s, {o['errors']} not answered; "
+                  f"CPU per answered question {sum(cpu.values()):.2f} ms ({parts})")
+        ra, rb = (conc[n]["answered"] / conc[n]["wall"] for n in ("baseline", "this tree"))
+        ca, cb = (sum(conc[n]["cpu_ms"].values()) for n in ("baseline", "this tree"))
+        print(f"ratio this tree/baseline: throughput {rb / ra:.3f}x, CPU per question {cb / ca:.3f}x")
 
 
 if __name__ == "__main__":

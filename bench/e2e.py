@@ -4,8 +4,10 @@ process behind the same HTTP ingress). Fast-tier question, 1 and 16 concurrent c
 
 The real configuration by default: the fine-tuned security and intent classifiers on both
 sides, tracing on (every process exports its spans over OTLP/HTTP to a receiver in this
-process). Known threats (a memory lookup) exist only in the distributed system and are off
-here, so both sides run the same layers. `--rules` runs the earlier rules + embedding setup.
+process). Both sides keep history as memory does (the monolith hands its interaction events to
+memory's event sink in-process, off the answer's path; `--monolith-without-memory` drops that, as
+this bench did before). Known threats (a memory lookup before the classifier) are off on both
+sides, so both run the same layers. `--rules` runs the earlier rules + embedding setup.
 Also prints NATS round trips and LangGraph node steps per question, counted from the spans.
 
     .venv/bin/python bench/e2e.py [--seconds 10] [--rules]
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -46,6 +49,7 @@ async def load(url: str, clients: int, seconds: float, pids: dict[str, int] | No
             r = await http.post("/v1/ask", json={"question": QUESTION})
             assert r.status_code == 200 and "352" in r.json()["answer"], r.text
         lat: list[float] = []
+        nodes: dict[str, list[float]] = {}  # each node's ms, from the answers' steps
         errors = 0
         end = time.perf_counter() + seconds
 
@@ -54,8 +58,15 @@ async def load(url: str, clients: int, seconds: float, pids: dict[str, int] | No
             while time.perf_counter() < end:
                 t = time.perf_counter()
                 r = await http.post("/v1/ask", json={"question": QUESTION})
-                lat.append(time.perf_counter() - t)
-                errors += r.status_code != 200 or r.json()["status"] != "answered"
+                took = time.perf_counter() - t
+                lat.append(took)
+                body = r.json() if r.status_code == 200 else {}
+                errors += body.get("status") != "answered"
+                steps = body.get("steps") or []
+                for step in steps:
+                    nodes.setdefault(step["node"], []).append(step["ms"])
+                # what the nodes do not account for: HTTP, LangGraph between the nodes, checkpoint, the event
+                nodes.setdefault("(outside the nodes)", []).append(took * 1000 - sum(step["ms"] for step in steps))
 
         pids = {**(pids or {}), "benchmark (clients, span receiver)": os.getpid()}
         cpu = {name: cpu_seconds(pid) for name, pid in pids.items()}
@@ -63,7 +74,8 @@ async def load(url: str, clients: int, seconds: float, pids: dict[str, int] | No
         await asyncio.gather(*(client() for _ in range(clients)))
         elapsed = time.perf_counter() - start
         cpu_ms = {name: (cpu_seconds(pid) - cpu[name]) * 1000 / max(len(lat), 1) for name, pid in pids.items()}
-        return {**summary_ms(lat), "rps": len(lat) / elapsed, "n": len(lat), "errors": errors, "cpu_ms": cpu_ms}
+        node_p50 = {name: statistics.median(v) for name, v in nodes.items()}
+        return {**summary_ms(lat), "rps": len(lat) / elapsed, "n": len(lat), "errors": errors, "cpu_ms": cpu_ms, "node_p50": node_p50}
 
 
 async def per_question(url: str, receiver: OtlpReceiver) -> dict[str, int]:
@@ -100,10 +112,11 @@ async def distributed(seconds: float, rules: bool, receiver: OtlpReceiver, log, 
         await stack.stop()
 
 
-async def monolith(seconds: float, rules: bool, receiver: OtlpReceiver) -> dict:
+async def monolith(seconds: float, rules: bool, receiver: OtlpReceiver, memory: bool = True) -> dict:
     port = free_port()
-    db = Path(tempfile.mkdtemp(prefix="meshward-bench-mono-")) / "checkpoints.db"
-    cmd = [sys.executable, str(ROOT / "monolith.py"), "--port", str(port), "--checkpoint-db", str(db)]
+    data = Path(tempfile.mkdtemp(prefix="meshward-bench-mono-"))
+    cmd = [sys.executable, str(ROOT / "monolith.py"), "--port", str(port), "--checkpoint-db", str(data / "checkpoints.db"),
+           *(["--memory-dir", str(data / "memory")] if memory else [])]
     env = {**os.environ, "OMP_NUM_THREADS": "1", **NO_RATE_LIMIT, **tracing_env(receiver)}
     proc = subprocess.Popen([*cmd, *([] if rules else ["--finetuned"])], env=env)
     try:
@@ -121,6 +134,7 @@ def main() -> None:
     p.add_argument("--rules", action="store_true", help="rules security layer and embedding intent instead of the fine-tuned classifiers")
     p.add_argument("--sequential-too", action="store_true",
                    help="also run the distributed system with security and intent one after the other (MESHWARD_PARALLEL_SCREENING=false)")
+    p.add_argument("--monolith-without-memory", action="store_true", help="the monolith keeps no history (the distributed system still does)")
     args = p.parse_args()
     with OtlpReceiver() as receiver, tempfile.TemporaryFile("w+") as log:
         sides = []
@@ -129,10 +143,11 @@ def main() -> None:
             receiver.spans.clear()
         dist = asyncio.run(distributed(args.seconds, args.rules, receiver, log))
         receiver.spans.clear()
-        mono = asyncio.run(monolith(args.seconds, args.rules, receiver))
+        mono = asyncio.run(monolith(args.seconds, args.rules, receiver, memory=not args.monolith_without_memory))
     setup = "rules security layer, MiniLM-similarity intent" if args.rules else "fine-tuned security and intent classifiers"
     print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f} at the end")
-    print(f"question: {QUESTION!r} (fast tier, {setup}, tracing on: OTLP/HTTP export); {args.seconds:.0f}s per phase")
+    print(f"question: {QUESTION!r} (fast tier, {setup}, tracing on: OTLP/HTTP export); {args.seconds:.0f}s per phase; "
+          f"monolith {'without' if args.monolith_without_memory else 'with'} memory's history")
     print(f"{'':36} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>8} {'errors':>7}")
     for name, res in (*sides, ("distributed (5 services)", dist), ("monolith (1 process)", mono)):
         for c in (1, 16):
@@ -146,6 +161,9 @@ def main() -> None:
         print(f"ratio distributed/monolith at {c:>2} client(s): p50 {dist[c]['p50'] / mono[c]['p50']:.2f}x, "
               f"p99 {dist[c]['p99'] / mono[c]['p99']:.2f}x, throughput {dist[c]['rps'] / mono[c]['rps']:.2f}x")
     print(f"per question, from its trace: distributed {dist['counts']}, monolith {mono['counts']}")
+    print("where a question's time goes at 1 client (median ms per graph node, from the answers' steps):")
+    for name, res in (("distributed", dist), ("monolith", mono)):
+        print(f"  {name}: " + ", ".join(f"{k} {v:.2f}" for k, v in res[1]["node_p50"].items()))
     print("CPU ms per question at 16 clients (user + system, each process):")
     for name, res in (*sides, ("distributed", dist), ("monolith", mono)):
         shares = res[16]["cpu_ms"]
