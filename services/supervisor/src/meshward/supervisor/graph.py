@@ -23,7 +23,7 @@ from typing import Any
 from langgraph.config import get_stream_writer
 from langgraph.errors import GraphBubbleUp
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import interrupt
+from langgraph.types import Command, interrupt
 from meshward.bus import context, tracer
 from meshward.bus.tracing import current_trace_id
 from meshward.contracts import (
@@ -157,10 +157,6 @@ def _retrieve_exception(task: asyncio.Future) -> None:
         task.exception()  # a failure is re-raised where the intent node awaits it, never logged as unretrieved
 
 
-def _next(state: AskState) -> str:
-    return state["next"]
-
-
 class GraphBuilder:
     def __init__(
         self,
@@ -180,7 +176,7 @@ class GraphBuilder:
 
     # -- helpers ----------------------------------------------------------
     def _node(self, name: str, fn: Callable[[AskState], Awaitable[dict[str, Any]]]):
-        async def run(state: AskState) -> dict[str, Any]:
+        async def run(state: AskState) -> Command:
             start = time.perf_counter()
             # once assess chose the deep tier, every later step (output_check too) runs under the deep
             # deadline, counted from the question's start
@@ -211,7 +207,9 @@ class GraphBuilder:
                 steps=[*state.get("steps", []), {"node": name, "ms": round(ms, 3)}],
             )
             update.update(self.supervise({**state, **update}))
-            return update
+            # the node routes itself (Command, LangGraph's public API): a conditional edge would evaluate a branch
+            # runnable per step, a sync one on a thread pool
+            return Command(update=update, goto=END if update["next"] == FINISH else update["next"])
 
         return run
 
@@ -647,10 +645,8 @@ class GraphBuilder:
     # -- assembly ---------------------------------------------------------
     def build(self, checkpointer=None):
         g = StateGraph(AskState)
-        targets = {**{a: a for a in AGENTS}, FINISH: END}
         for name in AGENTS:
-            g.add_node(name, self._node(name, getattr(self, name)))
-            g.add_conditional_edges(name, _next, targets)
+            g.add_node(name, self._node(name, getattr(self, name)), destinations=(*AGENTS, END))
         g.add_edge(START, "security")
         return g.compile(checkpointer=checkpointer)
 
