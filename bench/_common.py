@@ -86,3 +86,61 @@ async def closed_loop(call, clients: int, seconds: float) -> tuple[list[float], 
     start = time.perf_counter()
     await asyncio.gather(*(client(k) for k in range(clients)))
     return samples, time.perf_counter() - start
+
+
+# ------------------------------------------------------------------------------------------ interleaved sides
+# On a shared machine the load drifts between two runs by more than most changes cost; sides measured
+# interleaved (one client alternating between them, or blocks of concurrent clients taking turns) see the
+# same load, so their ratios hold even when the absolute figures do not.
+
+async def alternate_one_client(http, urls: dict[str, str], question_for, rounds: int, on_answer=None) -> dict[str, list[float]]:
+    """One client, one request per side per round, the order reversed every other round: latencies (s) per
+    side. ``on_answer(side, body, seconds)`` sees each answer."""
+    import time
+
+    lat: dict[str, list[float]] = {side: [] for side in urls}
+    order = list(urls.items())
+    for i in range(rounds):
+        for side, url in order if i % 2 == 0 else order[::-1]:
+            t = time.perf_counter()
+            r = await http.post(url + "/v1/ask", json={"question": question_for(i)})
+            took = time.perf_counter() - t
+            lat[side].append(took)
+            assert r.status_code == 200, r.text
+            if on_answer is not None:
+                on_answer(side, r.json(), took)
+    return lat
+
+
+async def alternate_clients(http, urls: dict[str, str], question_for, clients: int, seconds: float,
+                            pids: dict[str, dict[str, int]], drain=None, blocks_per_side: int = 4) -> dict[str, dict]:
+    """``clients`` concurrent callers on one side at a time, the sides taking turns (A B B A ...) for
+    ``seconds`` in all: answers per second and CPU ms per answered question of each of a side's processes.
+    ``drain(side)`` (awaited before a side's CPU is read) lets work the answers left behind finish."""
+    import asyncio
+    import itertools
+    import time
+
+    out = {side: {"answered": 0, "errors": 0, "wall": 0.0, "cpu0": {n: cpu_seconds(p) for n, p in pids[side].items()}} for side in urls}
+    order = list(urls.items())
+    blocks = blocks_per_side * len(order)
+    numbers = itertools.count()
+
+    async def caller(url: str, end: float, tally: dict) -> None:
+        while time.perf_counter() < end:
+            r = await http.post(url + "/v1/ask", json={"question": question_for(next(numbers))})
+            ok = r.status_code == 200 and r.json()["status"] == "answered"
+            tally["answered" if ok else "errors"] += 1
+
+    for b in range(blocks):
+        side, url = (order if (b // len(order)) % 2 == 0 else order[::-1])[b % len(order)]
+        t = time.perf_counter()
+        await asyncio.gather(*(caller(url, t + seconds / blocks, out[side]) for _ in range(clients)))
+        out[side]["wall"] += time.perf_counter() - t
+    for side in urls:
+        if drain is not None:
+            await drain(side)
+        o = out[side]
+        o["rps"] = o["answered"] / o["wall"]
+        o["cpu_ms"] = {n: (cpu_seconds(p) - o["cpu0"].pop(n)) * 1000 / max(o["answered"], 1) for n, p in pids[side].items()}
+    return out

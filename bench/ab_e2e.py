@@ -22,18 +22,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import httpx  # noqa: E402
-from _common import NO_RATE_LIMIT, cpu_seconds, machine, summary_ms  # noqa: E402
-from load import drain_time, observer  # noqa: E402
+from _common import NO_RATE_LIMIT, alternate_clients, alternate_one_client, machine, summary_ms  # noqa: E402
+from load import drained  # noqa: E402
 from meshward.devstack.launcher import Console, Stack  # noqa: E402
 from meshward.devstack.nats_server import free_port  # noqa: E402
 
@@ -59,41 +57,6 @@ def pids_of(s: Stack) -> dict[str, int]:
     return pids
 
 
-async def concurrent(http: httpx.AsyncClient, stacks: dict, question: str, clients: int, seconds: float,
-                     blocks: int = 8) -> dict[str, dict]:
-    """The stacks take turns (A B B A ...) at ``clients`` concurrent callers; answers and CPU per stack."""
-    out = {name: {"answered": 0, "errors": 0, "wall": 0.0, "cpu0": {n: cpu_seconds(p) for n, p in pids_of(s).items()}}
-           for name, (s, _) in stacks.items()}
-    order = list(stacks.items())
-    numbers = itertools.count()
-    for b in range(blocks):
-        name, (_, url) = (order if (b // 2) % 2 == 0 else order[::-1])[b % 2]
-        t = time.perf_counter()
-        await asyncio.gather(*(caller(http, url, question, numbers, t + seconds / blocks, out[name]) for _ in range(clients)))
-        out[name]["wall"] += time.perf_counter() - t
-    for name, (s, _) in stacks.items():  # memory's work on the events counts: each backlog drained first
-        await drained(s)
-        o = out[name]
-        o["cpu_ms"] = {n: (cpu_seconds(p) - o["cpu0"][n]) * 1000 / max(o["answered"], 1) for n, p in pids_of(s).items()}
-    return out
-
-
-async def caller(http: httpx.AsyncClient, url: str, question: str, numbers: itertools.count, end: float, tally: dict) -> None:
-    while time.perf_counter() < end:
-        r = await http.post(url + "/v1/ask", json={"question": question.format(i=next(numbers))})
-        ok = r.status_code == 200 and r.json()["status"] == "answered"
-        tally["answered" if ok else "errors"] += 1
-
-
-async def drained(s: Stack) -> None:
-    """Until memory's consumer has stored every event of the stack (its CPU for them is then spent)."""
-    nc = await observer(s)
-    try:
-        await drain_time(nc)
-    finally:
-        await nc.close()
-
-
 async def run(baseline: Path, question: str, rounds: int, log, real: bool, clients: int = 0, seconds: float = 0.0) -> tuple[dict[str, list[float]], dict]:
     stacks = {"baseline": stack(baseline, log, real), "this tree": stack(None, log, real)}
     for s, _ in stacks.values():
@@ -101,9 +64,9 @@ async def run(baseline: Path, question: str, rounds: int, log, real: bool, clien
     try:
         for s, _ in stacks.values():
             assert await s.wait_healthy(), "a stack did not become healthy"
-        lat: dict[str, list[float]] = {name: [] for name in stacks}
+        urls = {name: url for name, (_, url) in stacks.items()}
         async with httpx.AsyncClient(timeout=30) as http:
-            for name, (_, url) in stacks.items():
+            for name, url in urls.items():
                 if real:  # as in any running deployment, memory holds learned threats to compare each question with
                     for attack in ATTACKS:
                         r = await http.post(url + "/v1/ask", json={"question": attack})
@@ -112,17 +75,15 @@ async def run(baseline: Path, question: str, rounds: int, log, real: bool, clien
                     r = await http.post(url + "/v1/ask", json={"question": question.format(i=1000)})
                     assert r.status_code == 200 and r.json()["status"] == "answered", r.text
                 print(f"{name}: {r.json()['answer']!r}")
-            order = list(stacks.items())
-            for i in range(rounds):
-                for name, (_, url) in order if i % 2 == 0 else order[::-1]:
-                    t = time.perf_counter()
-                    r = await http.post(url + "/v1/ask", json={"question": question.format(i=i)})
-                    lat[name].append(time.perf_counter() - t)
-                    assert r.status_code == 200, r.text
+            lat = await alternate_one_client(http, urls, lambda i: question.format(i=i), rounds)
         conc = {}
         if clients:
+            async def drain(name: str) -> None:
+                await drained(stacks[name][0])
+
             async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=2 * clients)) as http:
-                conc = await concurrent(http, stacks, question, clients, seconds)
+                conc = await alternate_clients(http, urls, lambda i: question.format(i=i), clients, seconds,
+                                               {name: pids_of(s) for name, (s, _) in stacks.items()}, drain)
         return lat, conc
     finally:
         for s, _ in stacks.values():
@@ -155,9 +116,9 @@ def main() -> None:
         for name, o in conc.items():
             cpu = o["cpu_ms"]
             parts = ", ".join(f"{n} {v:.2f}" for n, v in sorted(cpu.items(), key=lambda kv: -kv[1]))
-            print(f"{name:10} {o['answered'] / o['wall']:7.1f} answered/s, {o['errors']} not answered; "
+            print(f"{name:10} {o['rps']:7.1f} answered/s, {o['errors']} not answered; "
                   f"CPU per answered question {sum(cpu.values()):.2f} ms ({parts})")
-        ra, rb = (conc[n]["answered"] / conc[n]["wall"] for n in ("baseline", "this tree"))
+        ra, rb = (conc[n]["rps"] for n in ("baseline", "this tree"))
         ca, cb = (sum(conc[n]["cpu_ms"].values()) for n in ("baseline", "this tree"))
         print(f"ratio this tree/baseline: throughput {rb / ra:.3f}x, CPU per question {cb / ca:.3f}x")
 

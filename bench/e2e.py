@@ -10,7 +10,11 @@ this bench did before). Known threats (a memory lookup before the classifier) ar
 sides, so both run the same layers. `--rules` runs the earlier rules + embedding setup.
 Also prints NATS round trips and LangGraph node steps per question, counted from the spans.
 
-    .venv/bin/python bench/e2e.py [--seconds 10] [--rules]
+The sides run at once and are measured interleaved (one client alternating between them; then
+blocks of 16 clients taking turns), so a load that drifts on a shared machine moves both alike and
+the ratios hold.
+
+    .venv/bin/python bench/e2e.py [--rounds 300] [--seconds 40] [--rules] [--sequential-too]
 """
 from __future__ import annotations
 
@@ -21,7 +25,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -30,7 +33,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT.parent))
 
 import httpx  # noqa: E402
-from _common import NO_RATE_LIMIT, cpu_seconds, machine, summary_ms  # noqa: E402
+from _common import NO_RATE_LIMIT, alternate_clients, alternate_one_client, machine, summary_ms  # noqa: E402
+from load import drained  # noqa: E402
 from meshward.devstack.launcher import Console, Stack  # noqa: E402
 from meshward.devstack.nats_server import free_port, wait_for_port  # noqa: E402
 
@@ -41,41 +45,6 @@ QUESTION = "Calculate 15 * 23 + 7"
 
 def tracing_env(receiver: OtlpReceiver) -> dict[str, str]:
     return {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}
-
-
-async def load(url: str, clients: int, seconds: float, pids: dict[str, int] | None = None) -> dict:
-    async with httpx.AsyncClient(base_url=url, timeout=30, limits=httpx.Limits(max_connections=clients)) as http:
-        for _ in range(20):  # warm-up
-            r = await http.post("/v1/ask", json={"question": QUESTION})
-            assert r.status_code == 200 and "352" in r.json()["answer"], r.text
-        lat: list[float] = []
-        nodes: dict[str, list[float]] = {}  # each node's ms, from the answers' steps
-        errors = 0
-        end = time.perf_counter() + seconds
-
-        async def client():
-            nonlocal errors
-            while time.perf_counter() < end:
-                t = time.perf_counter()
-                r = await http.post("/v1/ask", json={"question": QUESTION})
-                took = time.perf_counter() - t
-                lat.append(took)
-                body = r.json() if r.status_code == 200 else {}
-                errors += body.get("status") != "answered"
-                steps = body.get("steps") or []
-                for step in steps:
-                    nodes.setdefault(step["node"], []).append(step["ms"])
-                # what the nodes do not account for: HTTP, LangGraph between the nodes, checkpoint, the event
-                nodes.setdefault("(outside the nodes)", []).append(took * 1000 - sum(step["ms"] for step in steps))
-
-        pids = {**(pids or {}), "benchmark (clients, span receiver)": os.getpid()}
-        cpu = {name: cpu_seconds(pid) for name, pid in pids.items()}
-        start = time.perf_counter()
-        await asyncio.gather(*(client() for _ in range(clients)))
-        elapsed = time.perf_counter() - start
-        cpu_ms = {name: (cpu_seconds(pid) - cpu[name]) * 1000 / max(len(lat), 1) for name, pid in pids.items()}
-        node_p50 = {name: statistics.median(v) for name, v in nodes.items()}
-        return {**summary_ms(lat), "rps": len(lat) / elapsed, "n": len(lat), "errors": errors, "cpu_ms": cpu_ms, "node_p50": node_p50}
 
 
 async def per_question(url: str, receiver: OtlpReceiver) -> dict[str, int]:
@@ -92,7 +61,7 @@ async def per_question(url: str, receiver: OtlpReceiver) -> dict[str, int]:
     return {"nats_round_trips": names["send"], "graph_steps": names["node"], "spans": sum(names.values())}
 
 
-async def distributed(seconds: float, rules: bool, receiver: OtlpReceiver, log, parallel: bool = True) -> dict:
+async def start_distributed(rules: bool, receiver: OtlpReceiver, log, parallel: bool = True) -> tuple[Stack, str]:
     data = Path(tempfile.mkdtemp(prefix="meshward-bench-"))
     port = free_port()
     env = {"MESHWARD_LOG_LEVEL": "WARNING", "MESHWARD_SECURITY_KNOWN_THREATS": "false", "MESHWARD_MCP_PORT": str(free_port()),
@@ -101,74 +70,112 @@ async def distributed(seconds: float, rules: bool, receiver: OtlpReceiver, log, 
         env.update(MESHWARD_SECURITY_CLASSIFIER="false", MESHWARD_INTENT_BACKEND="embedding")
     stack = Stack(data, port, None, Console(log), extra_env=env)
     await stack.start()
-    try:
-        assert await stack.wait_healthy(), "distributed system did not become healthy"
-        url = f"http://127.0.0.1:{port}"
-        pids = {name: proc.pid for name, proc in stack.procs.items()}
-        if stack.nats is not None and stack.nats.proc is not None:
-            pids["nats-server"] = stack.nats.proc.pid
-        return {"counts": await per_question(url, receiver), **{c: await load(url, c, seconds, pids) for c in (1, 16)}}
-    finally:
-        await stack.stop()
+    return stack, f"http://127.0.0.1:{port}"
 
 
-async def monolith(seconds: float, rules: bool, receiver: OtlpReceiver, memory: bool = True) -> dict:
+def start_monolith(rules: bool, receiver: OtlpReceiver, memory: bool) -> tuple[subprocess.Popen, str]:
     port = free_port()
     data = Path(tempfile.mkdtemp(prefix="meshward-bench-mono-"))
     cmd = [sys.executable, str(ROOT / "monolith.py"), "--port", str(port), "--checkpoint-db", str(data / "checkpoints.db"),
-           *(["--memory-dir", str(data / "memory")] if memory else [])]
+           *(["--memory-dir", str(data / "memory")] if memory else []), *([] if rules else ["--finetuned"])]
     env = {**os.environ, "OMP_NUM_THREADS": "1", **NO_RATE_LIMIT, **tracing_env(receiver)}
-    proc = subprocess.Popen([*cmd, *([] if rules else ["--finetuned"])], env=env)
+    return subprocess.Popen(cmd, env=env), f"http://127.0.0.1:{port}"
+
+
+def stack_pids(stack: Stack) -> dict[str, int]:
+    pids = {name: proc.pid for name, proc in stack.procs.items()}
+    if stack.nats is not None and stack.nats.proc is not None:
+        pids["nats-server"] = stack.nats.proc.pid
+    return pids
+
+
+async def run(args, receiver: OtlpReceiver, log) -> dict:
+    stacks: dict[str, Stack] = {}
+    mono: subprocess.Popen | None = None
     try:
-        await asyncio.to_thread(wait_for_port, port, 120, proc)
-        url = f"http://127.0.0.1:{port}"
-        return {"counts": await per_question(url, receiver), **{c: await load(url, c, seconds, {"monolith": proc.pid}) for c in (1, 16)}}
+        urls: dict[str, str] = {}
+        stacks["distributed"], urls["distributed"] = await start_distributed(args.rules, receiver, log)
+        mono, urls["monolith"] = start_monolith(args.rules, receiver, memory=not args.monolith_without_memory)
+        if args.sequential_too:
+            side = "distributed, sequential"
+            stacks[side], urls[side] = await start_distributed(args.rules, receiver, log, parallel=False)
+        for stack in stacks.values():
+            assert await stack.wait_healthy(), "the distributed system did not become healthy"
+        await asyncio.to_thread(wait_for_port, int(urls["monolith"].rsplit(":", 1)[1]), 120, mono)
+        pids = {side: stack_pids(stack) for side, stack in stacks.items()}
+        pids["monolith"] = {"monolith": mono.pid}
+        for side in urls:
+            pids[side]["benchmark (clients, span receiver)"] = os.getpid()
+        counts = {side: await per_question(url, receiver) for side, url in urls.items()}
+        nodes: dict[str, dict[str, list[float]]] = {side: {} for side in urls}
+
+        def on_answer(side: str, body: dict, took: float) -> None:
+            assert body["status"] == "answered" and "352" in body["answer"], body
+            steps = body.get("steps") or []
+            for step in steps:
+                nodes[side].setdefault(step["node"], []).append(step["ms"])
+            # what the nodes do not account for: HTTP, LangGraph between the nodes, the checkpoint, the event
+            nodes[side].setdefault("(outside the nodes)", []).append(took * 1000 - sum(step["ms"] for step in steps))
+
+        async with httpx.AsyncClient(timeout=30) as http:
+            for url in urls.values():
+                for _ in range(20):  # warm-up
+                    r = await http.post(url + "/v1/ask", json={"question": QUESTION})
+                    assert r.status_code == 200 and "352" in r.json()["answer"], r.text
+            one = await alternate_one_client(http, urls, lambda i: QUESTION, args.rounds, on_answer)
+
+        async def drain(side: str) -> None:
+            if side in stacks:
+                await drained(stacks[side])
+
+        async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=2 * args.clients)) as http:
+            many = await alternate_clients(http, urls, lambda i: QUESTION, args.clients, args.seconds, pids, drain)
+        return {"counts": counts, "one": {side: summary_ms(v) for side, v in one.items()},
+                "nodes": {side: {k: statistics.median(v) for k, v in n.items()} for side, n in nodes.items()}, "many": many}
     finally:
-        proc.terminate()
-        proc.wait(10)
+        for stack in stacks.values():
+            await stack.stop()
+        if mono is not None:
+            mono.terminate()
+            mono.wait(10)
 
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--seconds", type=float, default=10.0)
+    p.add_argument("--rounds", type=int, default=300, help="questions per side at 1 client")
+    p.add_argument("--clients", type=int, default=16)
+    p.add_argument("--seconds", type=float, default=40.0, help="the concurrent phase, all sides together")
     p.add_argument("--rules", action="store_true", help="rules security layer and embedding intent instead of the fine-tuned classifiers")
     p.add_argument("--sequential-too", action="store_true",
                    help="also run the distributed system with security and intent one after the other (MESHWARD_PARALLEL_SCREENING=false)")
     p.add_argument("--monolith-without-memory", action="store_true", help="the monolith keeps no history (the distributed system still does)")
     args = p.parse_args()
     with OtlpReceiver() as receiver, tempfile.TemporaryFile("w+") as log:
-        sides = []
-        if args.sequential_too:
-            sides.append(("distributed, sequential", asyncio.run(distributed(args.seconds, args.rules, receiver, log, parallel=False))))
-            receiver.spans.clear()
-        dist = asyncio.run(distributed(args.seconds, args.rules, receiver, log))
-        receiver.spans.clear()
-        mono = asyncio.run(monolith(args.seconds, args.rules, receiver, memory=not args.monolith_without_memory))
+        res = asyncio.run(run(args, receiver, log))
     setup = "rules security layer, MiniLM-similarity intent" if args.rules else "fine-tuned security and intent classifiers"
     print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f} at the end")
-    print(f"question: {QUESTION!r} (fast tier, {setup}, tracing on: OTLP/HTTP export); {args.seconds:.0f}s per phase; "
-          f"monolith {'without' if args.monolith_without_memory else 'with'} memory's history")
-    print(f"{'':36} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>8} {'errors':>7}")
-    for name, res in (*sides, ("distributed (5 services)", dist), ("monolith (1 process)", mono)):
-        for c in (1, 16):
-            r = res[c]
-            print(f"{name + f', {c} client' + ('s' if c > 1 else ''):36} {r['p50']:8.2f} {r['p99']:8.2f} {r['rps']:8.1f} {r['errors']:7d}")
-    for _name, res in sides:
-        for c in (1, 16):
-            print(f"ratio parallel/sequential screening at {c:>2} client(s): p50 {dist[c]['p50'] / res[c]['p50']:.2f}x, "
-                  f"throughput {dist[c]['rps'] / res[c]['rps']:.2f}x")
-    for c in (1, 16):
-        print(f"ratio distributed/monolith at {c:>2} client(s): p50 {dist[c]['p50'] / mono[c]['p50']:.2f}x, "
-              f"p99 {dist[c]['p99'] / mono[c]['p99']:.2f}x, throughput {dist[c]['rps'] / mono[c]['rps']:.2f}x")
-    print(f"per question, from its trace: distributed {dist['counts']}, monolith {mono['counts']}")
+    print(f"question: {QUESTION!r} (fast tier, {setup}, tracing on: OTLP/HTTP export); monolith "
+          f"{'without' if args.monolith_without_memory else 'with'} memory's history; sides interleaved")
+    one, many = res["one"], res["many"]
+    print(f"{'':28} {'1 client: p50 ms':>17} {'p99 ms':>8} {f'{args.clients} clients: req/s':>20} {'not answered':>13}")
+    for side in one:
+        print(f"{side:28} {one[side]['p50']:17.2f} {one[side]['p99']:8.2f} {many[side]['rps']:20.1f} {many[side]['errors']:13d}")
+    d, m = "distributed", "monolith"
+    print(f"ratio distributed/monolith: p50 {one[d]['p50'] / one[m]['p50']:.2f}x and p99 {one[d]['p99'] / one[m]['p99']:.2f}x at 1 client, "
+          f"throughput {many[d]['rps'] / many[m]['rps']:.2f}x at {args.clients}")
+    if args.sequential_too:
+        s = "distributed, sequential"
+        print(f"ratio parallel/sequential screening: p50 {one[d]['p50'] / one[s]['p50']:.2f}x at 1 client, "
+              f"throughput {many[d]['rps'] / many[s]['rps']:.2f}x at {args.clients}")
+    print("per question, from its trace: " + "; ".join(f"{side} {c}" for side, c in res["counts"].items()))
     print("where a question's time goes at 1 client (median ms per graph node, from the answers' steps):")
-    for name, res in (("distributed", dist), ("monolith", mono)):
-        print(f"  {name}: " + ", ".join(f"{k} {v:.2f}" for k, v in res[1]["node_p50"].items()))
-    print("CPU ms per question at 16 clients (user + system, each process):")
-    for name, res in (*sides, ("distributed", dist), ("monolith", mono)):
-        shares = res[16]["cpu_ms"]
+    for side, n in res["nodes"].items():
+        print(f"  {side}: " + ", ".join(f"{k} {v:.2f}" for k, v in n.items()))
+    print(f"CPU ms per answered question at {args.clients} clients (user + system, each process):")
+    for side, r in many.items():
+        shares = r["cpu_ms"]
         system = sum(v for k, v in shares.items() if not k.startswith("benchmark"))
-        print(f"  {name}: {system:.1f} ms in the system; " + ", ".join(f"{k} {v:.1f}" for k, v in shares.items()))
+        print(f"  {side}: {system:.1f} ms in the system; " + ", ".join(f"{k} {v:.1f}" for k, v in shares.items()))
 
 
 if __name__ == "__main__":

@@ -112,6 +112,15 @@ async def drain_time(nc, limit: float = 60.0) -> float:
     return float("inf")
 
 
+async def drained(stack: Stack) -> float:
+    """Until memory's consumer has stored every event of the stack: seconds waited."""
+    nc = await observer(stack)
+    try:
+        return await drain_time(nc)
+    finally:
+        await nc.close()
+
+
 async def phase(url: str, nc, clients: int, duration: float, check_every: int) -> dict:
     run = Run()
     samples: list[int] = []
