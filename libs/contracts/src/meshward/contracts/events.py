@@ -31,10 +31,19 @@ class Event(Message):
     trace_id: str | None = Field(default=None, max_length=64)
 
 
+MAX_DECISIONS = 256  # an interaction keeps its run's first decisions (an agent's and the routing per step)
+MAX_DECISION_CHARS = 1_000
+MAX_REASONING_CHARS = 2_000
+
+
 class AgentDecision(Message):
-    agent: str  # which agent reported, or the supervisor routing to the next step
-    decision: str  # the agent's decision (ALLOW, BLOCK, in_scope, ...) or the supervisor's next step
-    reasoning: str = ""
+    agent: str = Field(max_length=MAX_ID_CHARS)  # which agent reported, or the supervisor routing to the next step
+    decision: str = Field(max_length=MAX_DECISION_CHARS)  # the agent's decision (ALLOW, in_scope, ...) or the next step
+    reasoning: str = Field(default="", max_length=MAX_REASONING_CHARS)
+
+    @classmethod
+    def bounded(cls, agent: str, decision: str, reasoning: str = "") -> AgentDecision:
+        return cls(agent=agent[:MAX_ID_CHARS], decision=decision[:MAX_DECISION_CHARS], reasoning=reasoning[:MAX_REASONING_CHARS])
 
 
 class InteractionCompleted(Event):
@@ -49,7 +58,7 @@ class InteractionCompleted(Event):
     intent_rejected: bool = False
     threat_category: ThreatCategory | None = None
     intent: str | None = None
-    decisions: list[AgentDecision] = Field(default_factory=list)
+    decisions: list[AgentDecision] = Field(default_factory=list, max_length=MAX_DECISIONS)
 
 
 class SecurityViolation(Event):

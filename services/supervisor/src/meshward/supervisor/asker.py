@@ -13,6 +13,7 @@ from langgraph.types import Command
 from meshward.bus import context
 from meshward.bus.tracing import current_trace_id
 from meshward.contracts import AgentDecision, InteractionCompleted, subjects
+from meshward.contracts.events import MAX_DECISIONS
 
 from . import credentials
 from .models import ApprovalRequest, AskResponse
@@ -261,7 +262,7 @@ class Asker:
                 intent_rejected=response.refusal_reason == "out_of_scope",
                 threat_category=response.threat_category,
                 intent=response.intent,
-                decisions=[AgentDecision(**d) for d in state.get("decisions", [])],
+                decisions=[AgentDecision.bounded(d["agent"], d["decision"], d.get("reasoning", "")) for d in state.get("decisions", [])[:MAX_DECISIONS]],
                 thread_id=response.thread_id,
                 request_id=response.request_id,
                 trace_id=response.trace_id,
