@@ -106,12 +106,6 @@ class LocalPorts:
             self._sink = EventSink(store, semantic, policy, embed_linger_s=settings.embed_linger_ms / 1000)
             return self._sink
 
-    def emit(self, subject: str, event: Event) -> None:
-        if self.memory_dir is not None:
-            task = asyncio.get_running_loop().create_task(self.publish(subject, event))
-            self._storing.add(task)
-            task.add_done_callback(self._storing.discard)
-
     async def publish(self, subject: str, event: Event) -> None:
         """Stored as memory's consumer stores it, off the answer's path (the distributed answer waits only for
         the stream's ack)."""

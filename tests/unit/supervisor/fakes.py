@@ -135,8 +135,5 @@ class FakePorts:
         self.approved_calls.append((name, arguments, approval_id, actor))
         return ToolResult(name=name, content=[TextContent(text=f"ran {arguments.get('command', name)}: approved-output")])
 
-    def emit(self, subject, event):
-        self.events.append((subject, event))
-
     async def publish(self, subject, event):
         self.events.append((subject, event))

@@ -65,7 +65,6 @@ class AgentPorts(Protocol):
     async def search_memory(self, query: str, k: int) -> SearchReply: ...
     async def cluster_changes(self, request: ClusterChangesRequest) -> ClusterChangesReply: ...
     async def chat(self, request: ChatRequest, on_token: TokenSink | None = None, timeout: float | None = None) -> ChatResponse: ...
-    def emit(self, subject: str, event: Event) -> None: ...
     async def publish(self, subject: str, event: Event) -> None: ...
 
 
@@ -146,9 +145,6 @@ class NatsPorts:
         finally:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
-
-    def emit(self, subject: str, event: Event) -> None:
-        self.bus.emit(subject, event)
 
     async def publish(self, subject: str, event: Event) -> None:
         await self.bus.publish_event(subject, event)
