@@ -28,7 +28,10 @@ def _complete(spans) -> bool:
 
 
 async def test_a_calculation_costs_six_graph_steps_one_event_and_at_most_five_round_trips(http, otlp):
-    for attempt in range(2):  # the second question finds the tool catalog cached
+    # a question after the first finds the tool catalog cached: the cache (a 30 s TTL) may have been filled by an
+    # earlier test and expire at any one question, but not at two within these three
+    supervisor_sends = []
+    for attempt in range(3):
         body = (await http.post("/v1/ask", json={"question": f"Calculate 15 * 23 + {attempt}"})).json()
         assert body["status"] == "answered"
         trace_id = body["trace_id"]
@@ -46,4 +49,5 @@ async def test_a_calculation_costs_six_graph_steps_one_event_and_at_most_five_ro
         assert len(published) == SUPERVISOR_EVENTS, published
         assert SUPERVISOR_ROUND_TRIPS[0] <= sends["meshward-supervisor"] <= SUPERVISOR_ROUND_TRIPS[1], sends
         assert sends["meshward-security"] <= SERVICE_ROUND_TRIPS, sends
-    assert sends["meshward-supervisor"] == SUPERVISOR_ROUND_TRIPS[0]  # the catalog came from the cache
+        supervisor_sends.append(sends["meshward-supervisor"])
+    assert min(supervisor_sends[1:]) == SUPERVISOR_ROUND_TRIPS[0], supervisor_sends  # the catalog came from the cache
