@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import httpx  # noqa: E402
 from _common import NO_RATE_LIMIT, alternate_clients, alternate_one_client, machine, summary_ms  # noqa: E402
-from load import drained  # noqa: E402
+from load import drained, stack_pids  # noqa: E402
 from meshward.devstack.launcher import Console, Stack  # noqa: E402
 from meshward.devstack.nats_server import free_port  # noqa: E402
 
@@ -48,13 +48,6 @@ def stack(baseline: Path | None, log, real: bool) -> tuple[Stack, str]:
         env["PYTHONPATH"] = os.pathsep.join(sources)
     port = free_port()
     return Stack(Path(tempfile.mkdtemp(prefix="meshward-ab-")), port, None, Console(log), extra_env=env), f"http://127.0.0.1:{port}"
-
-
-def pids_of(s: Stack) -> dict[str, int]:
-    pids = {name: proc.pid for name, proc in s.procs.items()}
-    if s.nats is not None and s.nats.proc is not None:
-        pids["nats-server"] = s.nats.proc.pid
-    return pids
 
 
 async def run(baseline: Path, question: str, rounds: int, log, real: bool, clients: int = 0, seconds: float = 0.0) -> tuple[dict[str, list[float]], dict]:
@@ -83,7 +76,7 @@ async def run(baseline: Path, question: str, rounds: int, log, real: bool, clien
 
             async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=2 * clients)) as http:
                 conc = await alternate_clients(http, urls, lambda i: question.format(i=i), clients, seconds,
-                                               {name: pids_of(s) for name, (s, _) in stacks.items()}, drain)
+                                               {name: stack_pids(s) for name, (s, _) in stacks.items()}, drain)
         return lat, conc
     finally:
         for s, _ in stacks.values():

@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT.parent))
 
 import httpx  # noqa: E402
 from _common import NO_RATE_LIMIT, alternate_clients, alternate_one_client, machine, summary_ms  # noqa: E402
-from load import drained  # noqa: E402
+from load import drained, stack_pids  # noqa: E402
 from meshward.devstack.launcher import Console, Stack  # noqa: E402
 from meshward.devstack.nats_server import free_port, wait_for_port  # noqa: E402
 
@@ -80,13 +80,6 @@ def start_monolith(rules: bool, receiver: OtlpReceiver, memory: bool) -> tuple[s
            *(["--memory-dir", str(data / "memory")] if memory else []), *([] if rules else ["--finetuned"])]
     env = {**os.environ, "OMP_NUM_THREADS": "1", **NO_RATE_LIMIT, **tracing_env(receiver)}
     return subprocess.Popen(cmd, env=env), f"http://127.0.0.1:{port}"
-
-
-def stack_pids(stack: Stack) -> dict[str, int]:
-    pids = {name: proc.pid for name, proc in stack.procs.items()}
-    if stack.nats is not None and stack.nats.proc is not None:
-        pids["nats-server"] = stack.nats.proc.pid
-    return pids
 
 
 async def run(args, receiver: OtlpReceiver, log) -> dict:

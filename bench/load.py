@@ -112,6 +112,14 @@ async def drain_time(nc, limit: float = 60.0) -> float:
     return float("inf")
 
 
+def stack_pids(stack: Stack) -> dict[str, int]:
+    """Each service's process and the stack's own nats-server: whose CPU a bench reads."""
+    pids = {name: proc.pid for name, proc in stack.procs.items()}
+    if stack.nats is not None and stack.nats.proc is not None:
+        pids["nats-server"] = stack.nats.proc.pid
+    return pids
+
+
 async def drained(stack: Stack) -> float:
     """Until memory's consumer has stored every event of the stack: seconds waited."""
     nc = await observer(stack)
