@@ -137,14 +137,16 @@ def build(spec: ModelSpec, key: str, final: Path, *, quiet: bool = False) -> dic
 
     from .card import write_card
     from .export import OPSET, export_all
-    from .trainer import load_tokenizer, predict_logits, train
+    from .trainer import load_tokenizer, predict_logits, train, train_device
 
     started = time.perf_counter()
     config = spec.config
     threads = int(os.environ.get("MESHWARD_TRAIN_THREADS", "0") or 0) or min(config.threads, os.cpu_count() or 1)
     config = replace(config, threads=threads)
     base = base_model_dir()
-    _say(quiet, f"[{spec.name}] building model {key} into {final} (torch {torch.__version__}, {threads} threads)")
+    device = train_device()
+    _say(quiet, f"[{spec.name}] building model {key} into {final} (torch {torch.__version__}, {threads} threads, "
+                f"fine-tuning on {device})")
 
     examples, sources = spec.examples()
     splits = split_by_group(examples, seed=config.seed, family_of=spec.family_of)
@@ -175,7 +177,7 @@ def build(spec: ModelSpec, key: str, final: Path, *, quiet: bool = False) -> dic
         _say(quiet, f"[{spec.name}] resuming: weights trained earlier ({stats['train_seconds']} s) found in {staging}")
     else:
         model, stats = train(config, spec.labels, [e.text for e in train_set], [index[e.label] for e in train_set], base,
-                             desc=f"[{spec.name}] fine-tune")
+                             desc=f"[{spec.name}] fine-tune", device=device)
         weights.parent.mkdir(parents=True, exist_ok=True)
         save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(weights))
         stats_file.write_text(json.dumps(stats))
@@ -283,11 +285,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--print-dir", action="store_true", help="print the model folder (building it if needed)")
     parser.add_argument("--quiet", action="store_true")
     parser.add_argument("--epochs", type=int, help="override the number of epochs (changes the model key)")
-    parser.add_argument("--seed", type=int, help="override the seed (changes the model key)")
+    parser.add_argument("--seed", type=int, help="override the seed of the split and the training (changes the model key)")
+    parser.add_argument("--train-seed", type=int,
+                        help="override the training seed alone, same held-out split (changes the model key)")
 
 
 def run_cli(spec: ModelSpec, args: argparse.Namespace) -> int:
-    overrides = {k: v for k, v in (("epochs", args.epochs), ("seed", args.seed)) if v is not None}
+    overrides = {k: v for k, v in (("epochs", args.epochs), ("seed", args.seed), ("train_seed", args.train_seed))
+                 if v is not None}
     if overrides:
         spec.config = replace(spec.config, **overrides)
     key = model_key(spec)

@@ -111,12 +111,13 @@ def _lower_states(model: MeanPoolClassifier, ids: Sequence[Sequence[int]], n_fro
     """Outputs of the embeddings and the lowest ``n_frozen`` layers, per example (its own length)."""
     encoder = model.encoder
     encoder.eval()
+    device = next(model.parameters()).device
     out: list[torch.Tensor | None] = [None] * len(ids)
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
     with _progress(total=len(ids), desc=desc, unit="ex") as bar:
         for start in range(0, len(order), batch_size):
             rows = order[start:start + batch_size]
-            input_ids, mask = _collate(ids, rows)
+            input_ids, mask = (t.to(device) for t in _collate(ids, rows))
             hidden = encoder.embeddings(input_ids=input_ids)
             ext = _extended(mask, hidden.dtype)
             for layer in encoder.encoder.layer[:n_frozen]:
@@ -129,8 +130,9 @@ def _lower_states(model: MeanPoolClassifier, ids: Sequence[Sequence[int]], n_fro
 
 def _upper_forward(model: MeanPoolClassifier, states: list[torch.Tensor], rows: Sequence[int], n_frozen: int) -> torch.Tensor:
     width = max(states[i].shape[0] for i in rows)
-    hidden = torch.zeros((len(rows), width, states[rows[0]].shape[1]))
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    device = states[rows[0]].device
+    hidden = torch.zeros((len(rows), width, states[rows[0]].shape[1]), device=device)
+    mask = torch.zeros((len(rows), width), dtype=torch.long, device=device)
     for r, i in enumerate(rows):
         hidden[r, :states[i].shape[0]] = states[i]
         mask[r, :states[i].shape[0]] = 1
@@ -142,11 +144,30 @@ def _upper_forward(model: MeanPoolClassifier, states: list[torch.Tensor], rows: 
     return model.head(model.dropout(pooled))
 
 
+def train_device(requested: str | None = None) -> torch.device:
+    """Where to fine-tune: ``cpu``, ``cuda`` (refused when torch sees no GPU) or ``auto`` (a GPU when there is one).
+
+    Not part of a model's key, like the thread count: a GPU build of the same data is the same model version,
+    with float differences in its weights, and its card records the device."""
+    requested = (requested or os.environ.get("MESHWARD_TRAIN_DEVICE", "cpu")).strip().lower()
+    if requested == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if requested.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(f"MESHWARD_TRAIN_DEVICE={requested}, but torch {torch.__version__} sees no CUDA GPU: "
+                           "unset it (or use 'auto') to train on the CPU")
+    if requested != "cpu" and not requested.startswith("cuda"):
+        raise ValueError(f"MESHWARD_TRAIN_DEVICE={requested!r}: use cpu, cuda, cuda:N or auto")
+    return torch.device(requested)
+
+
 def train(config: TrainConfig, labels: Sequence[str], texts: Sequence[str], targets: Sequence[int], base_dir: Path,
-          *, desc: str = "train") -> tuple[MeanPoolClassifier, dict[str, float]]:
-    """Fine-tune; returns the model (eval mode) and a few training statistics."""
+          *, desc: str = "train", device: torch.device | None = None) -> tuple[MeanPoolClassifier, dict[str, float]]:
+    """Fine-tune on ``device`` (the CPU by default); returns the model on the CPU (eval mode) and a few training
+    statistics."""
+    device = device or torch.device("cpu")
     torch.set_num_threads(config.threads)
-    seed_everything(config.seed)
+    seed = config.seed if config.train_seed is None else config.train_seed
+    seed_everything(seed)
     tokenizer = load_tokenizer(base_dir / "tokenizer.json", config.max_length)
     ids = [e.ids for e in tokenizer.encode_batch(list(texts))]
     lengths = [len(x) for x in ids]
@@ -164,7 +185,8 @@ def train(config: TrainConfig, labels: Sequence[str], texts: Sequence[str], targ
 
     counts = np.bincount(np.asarray(targets), minlength=len(labels)).astype(np.float64)
     weights = (counts.sum() / np.maximum(counts, 1.0) / len(labels)) ** config.class_weight_power
-    loss_fn = nn.CrossEntropyLoss(weight=torch.tensor(weights / weights.mean(), dtype=torch.float32),
+    model.to(device)
+    loss_fn = nn.CrossEntropyLoss(weight=torch.tensor(weights / weights.mean(), dtype=torch.float32, device=device),
                                   label_smoothing=config.label_smoothing)
 
     no_decay = ("bias", "LayerNorm.weight", "LayerNorm.bias")
@@ -175,7 +197,7 @@ def train(config: TrainConfig, labels: Sequence[str], texts: Sequence[str], targ
         {"params": list(model.head.parameters()), "weight_decay": 0.0, "lr": config.head_lr},
     ]
     optimizer = torch.optim.AdamW(groups, lr=config.lr)
-    rng = random.Random(config.seed)
+    rng = random.Random(seed)
     steps_per_epoch = math.ceil(len(texts) / config.batch_size)
     total = steps_per_epoch * config.epochs
     warmup = max(1, int(total * config.warmup_ratio))
@@ -186,7 +208,7 @@ def train(config: TrainConfig, labels: Sequence[str], texts: Sequence[str], targ
         return max(0.0, (total - step) / max(1, total - warmup))
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
-    y = torch.tensor(list(targets), dtype=torch.long)
+    y = torch.tensor(list(targets), dtype=torch.long, device=device)
     started = time.perf_counter()
     states = _lower_states(model, ids, n_frozen, desc=f"{desc}: layers 1-{n_frozen}") if n_frozen else None
     cached_seconds = round(time.perf_counter() - started, 1)
@@ -205,7 +227,7 @@ def train(config: TrainConfig, labels: Sequence[str], texts: Sequence[str], targ
                 if states is not None:
                     logits = _upper_forward(model, states, rows, n_frozen)
                 else:
-                    input_ids, mask = _collate(ids, rows)
+                    input_ids, mask = (t.to(device) for t in _collate(ids, rows))
                     logits = model(input_ids, mask)
                 loss = loss_fn(logits, y[rows])
                 loss.backward()
@@ -220,7 +242,9 @@ def train(config: TrainConfig, labels: Sequence[str], texts: Sequence[str], targ
                 bar.set_postfix(epoch=f"{epoch + 1}/{config.epochs}", loss=f"{running / seen:.4f}", refresh=False)
             last_loss = running / max(1, seen)
     model.eval()
+    model.cpu()
     return model, {"train_seconds": round(time.perf_counter() - started, 1), "cache_seconds": cached_seconds,
+                   "device": device.type,
                    "steps": step, "trained_layers": n_layers - n_frozen, "final_epoch_loss": round(last_loss, 4),
                    "train_examples": len(texts)}
 

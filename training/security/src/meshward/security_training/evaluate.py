@@ -11,7 +11,7 @@ from meshward.training.metrics import rate_at_threshold, recall_at_fpr, threshol
 
 from .data import BENIGN, LABELS, build_examples, external_sets, family_of
 
-__all__ = ["TARGET_FPR", "external", "gates", "headline", "operating_point", "per_family", "score"]
+__all__ = ["TARGET_FPR", "external", "gates", "headline", "operating_point", "per_family", "score", "without_chat"]
 
 TARGET_FPR = 0.01  # the operating threshold allows at most 1% of benign calib questions to be flagged
 MIN_THRESHOLD = 0.5  # never block a question the model finds more likely benign than not
@@ -93,11 +93,30 @@ def per_family(clf: Any, threshold: float) -> dict[str, dict[str, Any]]:
     return dict(sorted(out.items()))
 
 
+def without_chat(clf: Any) -> dict[str, Any]:
+    """The test headline with chat lines left out of the benign side: the chat sample is most of the benign
+    examples and rarely flagged, so its size moves the 1% point; this figure holds the harder benign texts alone."""
+    from . import held_out_splits
+
+    examples, _ = build_examples()
+    test = [e for e in held_out_splits(examples)["test"] if not e.group.startswith("chitchat:")]
+    attack = 1.0 - score_texts(clf, [e.text for e in test])[:, _B]
+    is_attack = np.asarray([e.label != BENIGN for e in test])
+    r1, t1 = recall_at_fpr(attack[is_attack], attack[~is_attack], 0.01)
+    r2, _ = recall_at_fpr(attack[is_attack], attack[~is_attack], 0.02)
+    return {"note": "Not an external corpus: the held-out test split without its chat lines (templates and "
+                    "hand-written benign texts only).",
+            "attacks": int(is_attack.sum()), "benign": int((~is_attack).sum()),
+            "attack_recall_at_1pct_fpr": round(r1, 4), "threshold_at_1pct_fpr": round(t1, 4),
+            "attack_recall_at_2pct_fpr": round(r2, 4)}
+
+
 def external(clf: Any, operating: dict[str, Any]) -> dict[str, Any]:
     t = operating["threshold"]
     out: dict[str, Any] = {"held-out test split, per template family": {
         "note": "Not an external corpus: our own held-out templates, by family, at the operating threshold.",
-        "families": per_family(clf, t)}}
+        "families": per_family(clf, t)},
+        "held-out test split without chat": without_chat(clf)}
     for name, rows in external_sets().items():
         probs = score_texts(clf, [text for text, _ in rows])
         attack = 1.0 - probs[:, _B]
