@@ -113,7 +113,12 @@ def report(name: str, items: list[dict], results: list[dict]) -> dict:
     out: dict = {"corpus": name, "n": len(items), "labels": {}, "families": {}, "deciding_layers": dict(layers),
                  "benign_blocked": [{"text": i["text"][:300], "family": i["family"], "layer": r.get("layer")}
                                     for i, r in zip(items, results, strict=True)
-                                    if i["label"] == "benign" and r.get("refusal") == "security"]}
+                                    if i["label"] == "benign" and r.get("refusal") == "security"],
+                 "errors": [{"text": i["text"][:300], "family": i["family"], "http": r.get("http"),
+                             "status": r.get("status"), "error": r.get("error")}
+                            for i, r in zip(items, results, strict=True)
+                            if r.get("refusal") not in ("security", "out_of_scope")
+                            and r.get("status") not in ("answered", "awaiting_approval")]}
     print(f"\n== {name}: {len(items)} texts")
     for label in LABELS:
         c = by_label.get(label)
@@ -137,6 +142,9 @@ def report(name: str, items: list[dict], results: list[dict]) -> dict:
             out["families"][f"{label}:{family}"] = {"n": n, "security": c["security"], "scope": c["scope"]}
             print(f"    {label:7} {family:32} {c['security']:>4}/{n:<4} {c['security'] / n:6.1%}")
     print(f"  deciding layers of blocks: {dict(layers)}")
+    if out["errors"]:
+        kinds = Counter(f"{e['http']} {e['status']}" for e in out["errors"])
+        print(f"  errors (http status): {dict(kinds)}; first: {out['errors'][0]['text'][:100]!r}")
     return out
 
 
