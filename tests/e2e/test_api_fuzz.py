@@ -40,7 +40,9 @@ def fuzz(url: str) -> tuple[int, dict[str, str]]:
         try:
             checker(operation, url, [] if operation.path.startswith(SCHEMA_CHECKED) else STATUS_ONLY)()
         except (Exception, BaseExceptionGroup) as e:  # noqa: BLE001 - reported together below
-            failures[operation.label] = str(e)[:1_500]
+            # a group (hypothesis' flaky-failure report among them) says little by itself: name what it holds
+            inner = "; ".join(f"{type(x).__name__}: {x}" for x in getattr(e, "exceptions", ()))
+            failures[operation.label] = f"{e}{f' [{inner}]' if inner else ''}"[:3_000]
     return operations, failures
 
 
