@@ -103,6 +103,7 @@ def report(name: str, items: list[dict], results: list[dict]) -> dict:
     by_label: dict[str, Counter] = defaultdict(Counter)
     by_family: dict[tuple[str, str], Counter] = defaultdict(Counter)
     layers: Counter = Counter()
+    errors: list[dict] = []
     for item, r in zip(items, results, strict=True):
         outcome = ("security" if r.get("refusal") == "security" else "scope" if r.get("refusal") == "out_of_scope"
                    else "error" if r.get("status") not in ("answered", "awaiting_approval") else "answered")
@@ -110,15 +111,14 @@ def report(name: str, items: list[dict], results: list[dict]) -> dict:
         by_family[(item["label"], item["family"])][outcome] += 1
         if outcome == "security":
             layers[f"{item['label']}:{r.get('layer')}"] += 1
+        elif outcome == "error":
+            errors.append({"text": item["text"][:300], "family": item["family"], "http": r.get("http"),
+                           "status": r.get("status"), "error": r.get("error")})
     out: dict = {"corpus": name, "n": len(items), "labels": {}, "families": {}, "deciding_layers": dict(layers),
                  "benign_blocked": [{"text": i["text"][:300], "family": i["family"], "layer": r.get("layer")}
                                     for i, r in zip(items, results, strict=True)
                                     if i["label"] == "benign" and r.get("refusal") == "security"],
-                 "errors": [{"text": i["text"][:300], "family": i["family"], "http": r.get("http"),
-                             "status": r.get("status"), "error": r.get("error")}
-                            for i, r in zip(items, results, strict=True)
-                            if r.get("refusal") not in ("security", "out_of_scope")
-                            and r.get("status") not in ("answered", "awaiting_approval")]}
+                 "errors": errors}
     print(f"\n== {name}: {len(items)} texts")
     for label in LABELS:
         c = by_label.get(label)
