@@ -21,7 +21,7 @@ from meshward.telemetry import metrics
 
 from .decision import Layer, RulesLayerAdapter, SecurityDecider
 from .decoding import DecodeLayer
-from .judge import CONVERSATION_MIN_SCORE, ContentRulesLayer, SecurityJudge, injections_only
+from .judge import CONVERSATION_MIN_SCORE, ContentRulesLayer, SecurityJudge, injections_only, prose_only
 from .known_threats import KnownThreatsLayer
 from .normalize import revealed
 from .output_check import OutputChecker
@@ -34,11 +34,12 @@ def _judge(rules: Layer, known: list[Layer], classifier: list[Layer], model: Mod
            conversation_min_score: float = CONVERSATION_MIN_SCORE) -> SecurityJudge:
     """Questions: rules, known threats, the adversarial-suffix layer, each decoded reading (judged by the
     rules and the classifier), the classifier. Content: the same less known threats and suffixes (pasted data
-    has its own shapes), plus the rules for text that addresses the assistant."""
+    has its own shapes), plus the rules for text that addresses the assistant; its classifier reads the text
+    without scalar metadata lines."""
     decode = DecodeLayer([rules, *classifier])
     questions = SecurityDecider([rules, *known, SuffixLayer(), decode, *classifier], model=model)
     conversations = SecurityDecider([rules, SuffixLayer(), decode, *classifier], model=model)
-    content = SecurityDecider(injections_only([rules, ContentRulesLayer(), decode, *classifier]), model=model)
+    content = SecurityDecider(injections_only([rules, ContentRulesLayer(), decode, *prose_only(classifier)]), model=model)
     return SecurityJudge(questions, content, conversation_min_score, conversations)
 
 

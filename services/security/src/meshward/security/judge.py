@@ -7,7 +7,8 @@ or untrusted content (a tool result, a fetched page, an attached document) befor
   judged when they were asked, and a later harmless question must not pay for them.
 * content mode: instructions addressed to the assistant (the layers that catch injections, plus
   :class:`ContentRulesLayer`); talking about a harmful topic is not an injection, so a ``harmful_content``
-  finding does not block there. The verdict echoes the request's ``source``.
+  finding does not block there. The classifier reads the content without its scalar metadata lines
+  (:func:`prose_only`). The verdict echoes the request's ``source``.
 """
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from meshward.contracts import CheckMode, DecidingLayer, SecurityCheckRequest, S
 from .decision import Finding, Layer, SecurityDecider, waits
 from .normalize import normalize
 
-__all__ = ["CONVERSATION_MIN_SCORE", "MAX_CONTEXT_CHARS", "MAX_TURNS", "ContentRulesLayer", "Judgement", "SecurityJudge", "injections_only"]
+__all__ = ["CONVERSATION_MIN_SCORE", "MAX_CONTEXT_CHARS", "MAX_TURNS", "ContentRulesLayer", "Judgement", "SecurityJudge", "injections_only",
+           "prose_only", "without_scalar_lines"]
 
 MAX_TURNS = 6  # earlier user turns read with the question
 CONVERSATION_MIN_SCORE = 0.95  # calibrated on joined benign conversations (README: Security hardening)
@@ -57,6 +59,35 @@ class ContentRulesLayer:
                 if pattern.search(variant):
                     return Finding(ThreatCategory.SECURITY_BYPASS, 0.95, self.name, f"rule {rule}", blocking=True)
         return None
+
+
+# A tool result ends with its metadata as `key: value` lines (exit_code, truncated, duration_ms, pages, encrypted...).
+# A line whose key is an identifier and whose value is a number, a boolean or nothing gives no instruction, yet the
+# classifier, which learned prose, has scored runs of them as an injection (0.9 and more for a PDF's page counts).
+_SCALAR_LINE = re.compile(r"^[ \t]*[A-Za-z_][A-Za-z0-9_]{0,40}:[ \t]*(?:[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|"
+                          r"none|null)?[ \t]*(?:\n|$)", re.IGNORECASE | re.MULTILINE)
+
+
+def without_scalar_lines(text: str) -> str:
+    """``text`` less its `identifier: number|boolean|nothing` lines (what a tool's metadata adds to its output)."""
+    return _SCALAR_LINE.sub("", text)
+
+
+class _ProseOnly:
+    """A model layer that reads content without its scalar metadata lines (the rules and decoding read it all)."""
+
+    def __init__(self, layer: Layer) -> None:
+        self.layer = layer
+        self.name = layer.name
+        self.waits = waits(layer)
+
+    async def evaluate(self, text: str) -> Finding | None:
+        prose = without_scalar_lines(text)
+        return await self.layer.evaluate(prose) if prose.strip() else None
+
+
+def prose_only(layers: Sequence[Layer]) -> list[Layer]:
+    return [_ProseOnly(layer) for layer in layers]
 
 
 class _InjectionsOnly:
