@@ -114,3 +114,39 @@ def _run(coro):
     import asyncio
 
     return asyncio.run(coro)
+
+
+# Encodings beyond the training data's own encoders (stdlib encoders here): base32, ascii85 in <~ ~>, RFC 1924
+# base85, and \u / \x escapes.
+_MORE = {
+    "base32": lambda t: base64.b32encode(t.encode()).decode(),
+    "base32 unpadded": lambda t: base64.b32encode(t.encode()).decode().rstrip("="),
+    "ascii85": lambda t: "<~" + base64.a85encode(t.encode()).decode() + "~>",
+    "base85": lambda t: base64.b85encode(t.encode()).decode(),
+    "u-escapes": lambda t: "".join(f"\\u{ord(c):04x}" for c in t),
+    "x-escapes": lambda t: "".join(f"\\x{ord(c):02x}" for c in t),
+}
+
+
+@pytest.mark.parametrize("encoding", sorted(_MORE))
+def test_more_encodings_are_read(encoding):
+    readings, deeper = decoded_readings(f"Shipping notes for order 4471: {_MORE[encoding](ATTACK)}")
+    assert not deeper
+    assert any(ATTACK in r.text.lower() for r in readings), (encoding, readings)
+    finding = _run(DecodeLayer([RulesLayerAdapter()]).evaluate(f"Notes: {_MORE[encoding](ATTACK)}"))
+    assert finding is not None and finding.blocking, (encoding, finding)
+
+
+@pytest.mark.parametrize("text", [
+    "export MESHWARD_SECURITY_CONVERSATION_MIN_SCORE=0.95",
+    "The JWT is eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
+    "Order ID ABCDEFGHIJKLMNOPQRSTUVWX was shipped; tracking 1Z999AA10123456784.",
+    "uuid 550e8400-e29b-41d4-a716-446655440000 and sha1 da39a3ee5e6b4b0d3255bfef95601890afd80709",
+    "Use AbstractSingletonProxyFactoryBean.getObjectForTypeIfAvailable() in the config.",
+    r"The magic bytes are b'\x89\x50\x4e\x47\x0d\x0a\x1a\x0a' at the start of the file.",
+    "Pipe it like a|b|c and then <~ nothing here ~> follows.",
+])
+def test_ids_code_and_byte_strings_give_no_new_readings(text):
+    readings, deeper = decoded_readings(text)
+    assert not deeper
+    assert not [r for r in readings if r.path[0] in ("base32", "base85", "escapes")], readings

@@ -1,9 +1,9 @@
 """Decode-and-judge: every reading of a question hidden behind an encoding, bounded in depth, count and size.
 
-:func:`decoded_readings` peels encodings layer by layer (base64 and hex runs, URL and HTML escapes, Morse,
-Braille, binary, Caesar/ROT13 shifts, reversed text, fragments to be joined) and returns each plausible
-reading with the path that led to it ("base64 > rot13"). Each reading is then judged by the other layers
-(:class:`DecodeLayer`): an instruction is as dangerous encoded as in the clear.
+:func:`decoded_readings` peels encodings layer by layer (base64, base32, hex, ascii85 and base85 runs, \\u and
+\\x escapes, URL and HTML escapes, Morse, Braille, binary, Caesar/ROT13 shifts, reversed text, fragments to be
+joined) and returns each plausible reading with the path that led to it ("base64 > rot13"). Each reading is then
+judged by the other layers (:class:`DecodeLayer`): an instruction is as dangerous encoded as in the clear.
 
 Two things are signals on their own: a request to decode something *and follow it*, when the question
 carries encoded content, and nesting deeper than :data:`MAX_DEPTH` (a base64 bomb gets a verdict, not a
@@ -12,6 +12,8 @@ Pure and total: any ``str`` gives an answer, never an exception.
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import html
 import re
 import urllib.parse
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 from meshward.contracts import DecidingLayer, ThreatCategory
 
 from .decision import Finding, Layer
-from .normalize import MAX_INPUT_CHARS, decode_segments
+from .normalize import MAX_INPUT_CHARS, decode_segments, printable_text
 
 __all__ = ["MAX_DEPTH", "MAX_READINGS", "DecodeLayer", "Decoded", "asks_to_follow", "decoded_readings"]
 
@@ -72,6 +74,12 @@ _HTML_ESCAPES = re.compile(r"&(?:#\d{1,7}|#x[0-9a-fA-F]{1,6}|[a-zA-Z]{2,8});")
 _MORSE_RUN = re.compile(r"[.\-·•_−–]{1,7}(?:[ \t]*[/|]?[ \t]+[.\-·•_−–]{1,7}){3,}")
 _BINARY_RUN = re.compile(r"(?:[01]{8}[ ,]?){3,}")
 _BRAILLE_RUN = re.compile(r"[\u2800-\u28ff][\u2800-\u28ff ]{3,}")
+_BASE32_RUN = re.compile(r"(?<![A-Za-z0-9+/])[A-Z2-7]{16,}={0,6}(?![A-Za-z0-9+/=])")
+_ASCII85_RUN = re.compile(r"<~(.{5,}?)~>", re.DOTALL)  # Adobe's delimiters: bare ascii85 is too like any text
+_BASE85_RUN = re.compile(r"[0-9A-Za-z!#$%&()*+\-;<=>?@^_`{|}~]{20,}")  # RFC 1924 (Python's b85)
+_ESCAPE_RUN = re.compile(r"(?:\\u[0-9a-fA-F]{4}|\\U[0-9a-fA-F]{8}|\\x[0-9a-fA-F]{2}){4,}")
+_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})|x([0-9a-fA-F]{2}))")
+_MAX_RUN_TRIES = 8  # candidate runs per decoder that fail still cost time: cap them
 _QUOTED = re.compile(r"(?<!\w)['\"\[`]([^'\"\[\]`\n]{1,40})['\"\]`](?!\w)")  # not an apostrophe: "let's"
 
 _MORSE = dict(zip((".- -... -.-. -.. . ..-. --. .... .. .--- -.- .-.. -- -. --- .--. --.- .-. ... - ..- ...- .-- "
@@ -114,6 +122,45 @@ def _binary(text: str) -> list[str]:
     return out
 
 
+def _runs(pattern: re.Pattern[str], text: str, decode: Callable[[str], bytes]) -> list[str]:
+    out = []
+    for tries, match in enumerate(pattern.finditer(text)):
+        if tries >= _MAX_RUN_TRIES:
+            break
+        try:
+            decoded = printable_text(decode(match.group(match.lastindex or 0)))
+        except (binascii.Error, ValueError, OverflowError):
+            continue
+        if decoded is not None:
+            out.append(decoded)
+    return out
+
+
+def _base32(text: str) -> list[str]:
+    return _runs(_BASE32_RUN, text, lambda run: base64.b32decode(run.rstrip("=") + "=" * (-len(run.rstrip("=")) % 8)))
+
+
+def _base85(text: str) -> list[str]:
+    # ascii85 inside <~ ~>, and RFC 1924 base85 runs (a long identifier is such a run too, and decodes to noise)
+    return (_runs(_ASCII85_RUN, text, lambda run: base64.a85decode(run.strip()))
+            + _runs(_BASE85_RUN, text, base64.b85decode))
+
+
+def _escapes(text: str) -> list[str]:
+    # \u0049\u0067... and \x49\x67...: code points written as escapes, four or more in a row, read in place when
+    # they spell text (a byte string in code, b'\x89\x50\x4e\x47...', does not)
+    def one(m: re.Match[str]) -> str:
+        value = int(m.group(1) or m.group(2) or m.group(3), 16)
+        return chr(value) if value <= 0x10FFFF else ""
+
+    def run(m: re.Match[str]) -> str:
+        decoded = _ESCAPE.sub(one, m.group())
+        return decoded if printable_text(decoded.encode("utf-8", errors="replace")) is not None else m.group()
+
+    reading = _ESCAPE_RUN.sub(run, text)
+    return [reading] if reading != text else []
+
+
 def _braille(text: str) -> list[str]:
     return ["".join(_BRAILLE.get(c, " " if c in " \u2800" else "") for c in run) for run in _BRAILLE_RUN.findall(text)]
 
@@ -145,8 +192,8 @@ def _joined(text: str) -> list[str]:
 # Decoders whose output must read as text to count: a shift or a reversal of anything is "a reading".
 _NEEDS_PLAUSIBLE = frozenset({"rot/caesar", "reversed", "joined"})
 DECODERS: tuple[tuple[str, Callable[[str], list[str]]], ...] = (
-    ("base64/hex", _base64_hex), ("url", _url), ("html", _html), ("morse", _morse), ("binary", _binary),
-    ("braille", _braille), ("rot/caesar", _caesar), ("reversed", _reversed), ("joined", _joined),
+    ("base64/hex", _base64_hex), ("base32", _base32), ("base85", _base85), ("escapes", _escapes), ("url", _url),
+    ("html", _html), ("morse", _morse), ("binary", _binary), ("braille", _braille), ("rot/caesar", _caesar), ("reversed", _reversed), ("joined", _joined),
 )
 
 

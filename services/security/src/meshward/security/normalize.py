@@ -195,6 +195,11 @@ def _decode(segment: str) -> str | None:
             raw = base64.b64decode(body + "=" * (-len(body) % 4), altchars=altchars, validate=True)
     except (binascii.Error, ValueError):
         return None
+    return printable_text(raw)
+
+
+def printable_text(raw: bytes) -> str | None:
+    """``raw`` as UTF-8 text when it reads as text (>= 90% printable, >= 4 letters): what a decoder found, or noise."""
     decoded = raw.decode("utf-8", errors="replace")
     printable = sum(1 for c in decoded if c != "\ufffd" and (c.isprintable() or c in "\t\n\r"))
     letters = sum(1 for c in decoded if c.isalpha())
