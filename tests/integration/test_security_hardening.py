@@ -72,7 +72,7 @@ COMMAND_RESULTS = [
     pytest.param(("cat", "/etc/os-release"), b'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nVERSION_ID="12"\nID=debian\n',
                  b"", 0, {}, marks=pytest.mark.xfail(strict=True, reason=(
                      "the shipped security build reads `argv: cat /etc/os-release` as a config request (0.95, "
-                     "config_inspection): a known false withhold (README, fifth pass)"))),
+                     "config_inspection): a known false withhold (README: Security hardening, session 12)"))),
     (("lsblk", "-o", "NAME,SIZE,TYPE"), b"NAME   SIZE TYPE\nnvme0n1 477G disk\nnvme0n1p1 512M part\n", b"", 0, {}),
     (("test", "-d", "/srv/backups"), b"", b"", 1, {}),
     (("stat", "-c", "%s", "/srv/missing.tar"), b"", b"stat: cannot statx '/srv/missing.tar': No such file or directory\n", 1, {}),
