@@ -73,13 +73,17 @@ def without_scalar_lines(text: str) -> str:
     return _SCALAR_LINE.sub("", text)
 
 
-class _ProseOnly:
-    """A model layer that reads content without its scalar metadata lines (the rules and decoding read it all)."""
+class _Wrapping:
+    """A layer around another one: the same name in verdicts, the same kind of waiting."""
 
     def __init__(self, layer: Layer) -> None:
         self.layer = layer
         self.name = layer.name
         self.waits = waits(layer)
+
+
+class _ProseOnly(_Wrapping):
+    """A model layer that reads content without its scalar metadata lines (the rules and decoding read it all)."""
 
     async def evaluate(self, text: str) -> Finding | None:
         prose = without_scalar_lines(text)
@@ -90,13 +94,8 @@ def prose_only(layers: Sequence[Layer]) -> list[Layer]:
     return [_ProseOnly(layer) for layer in layers]
 
 
-class _InjectionsOnly:
+class _InjectionsOnly(_Wrapping):
     """A layer whose harmful-content findings are reported, never blocking (content mode)."""
-
-    def __init__(self, layer: Layer) -> None:
-        self.layer = layer
-        self.name = layer.name
-        self.waits = waits(layer)
 
     async def evaluate(self, text: str) -> Finding | None:
         finding = await self.layer.evaluate(text)
