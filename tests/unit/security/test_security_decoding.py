@@ -70,6 +70,10 @@ def test_shallow_nesting_is_not_a_bomb():
     "⠁" * 50_000,
     "01000001 " * 20_000,
     "'a' " * 30_000,
+    "\\u0041" * 40_000,
+    "ABCDEFGH" * 25_000,  # one long base32 run of noise
+    "<~" + "9jqo^" * 40_000 + "~>",
+    "abc" * 60_000 + "!#$",  # one long base85 run of noise
 ])
 def test_hostile_input_is_bounded(text):
     readings, _ = decoded_readings(text)

@@ -193,7 +193,8 @@ def _joined(text: str) -> list[str]:
 _NEEDS_PLAUSIBLE = frozenset({"rot/caesar", "reversed", "joined"})
 DECODERS: tuple[tuple[str, Callable[[str], list[str]]], ...] = (
     ("base64/hex", _base64_hex), ("base32", _base32), ("base85", _base85), ("escapes", _escapes), ("url", _url),
-    ("html", _html), ("morse", _morse), ("binary", _binary), ("braille", _braille), ("rot/caesar", _caesar), ("reversed", _reversed), ("joined", _joined),
+    ("html", _html), ("morse", _morse), ("binary", _binary), ("braille", _braille), ("rot/caesar", _caesar),
+    ("reversed", _reversed), ("joined", _joined),
 )
 
 
