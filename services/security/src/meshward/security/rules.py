@@ -11,9 +11,11 @@ Design choices (kept deliberately conservative to avoid blocking ordinary questi
   So "Tell me about the config of a typical nginx server" is allowed: only the assistant's
   own configuration is protected.
   Likewise "show me the server configuration" is ops talk; "show me your/the bot's config" is not.
-* Classic jailbreak framings are blocked even when the payload looks harmless: "pretend you
-  are ...", "enable developer mode" (unless scoped elsewhere: "... on Android") and any
-  "jailbreak" (even "what is a jailbreak?"; a device is exempt: "jailbreak my iPhone").
+* Classic jailbreak framings are blocked even when the payload looks harmless: "enable
+  developer mode" (unless scoped elsewhere: "... on Android") and any "jailbreak" (even
+  "what is a jailbreak?"; a device is exempt: "jailbreak my iPhone"). Pretend and role-play
+  requests are blocked when the persona is suspect (an admin, an AI without rules, someone who
+  reads out keys); "pretend you are a travel guide" is everyday role-play, left to the classifier.
 * Every pattern is linear-time: bounded repetitions, and no nested unbounded quantifiers.
 * Patterns are written for the folded variants: lowercase, accents stripped, so the
   French/Spanish/German rules carry no diacritics ("revele", "contrasena", "schlussel").
@@ -157,6 +159,23 @@ _ROLE_TARGET = (r"(?:dan|developer[\s-]+mode|dev[\s-]+mode|god[\s-]+mode|jailbro
 _FREE_OF = (r"(?:restrictions|limits|limitations|filters|rules|guidelines|censorship|ethics|morals|boundaries|"
             r"policies|safeguards|guardrails|constraints|programming|content\s+polic(?:y|ies))\b")
 
+# A pretend or role-play request is a jailbreak framing when the persona, within the sentence, is one of the
+# suspect roles, is free of rules, or is asked for something protected; "pretend you are a travel guide" is not.
+_PERSONA_SUSPECT = (r"(?:[^.!?\n]{0,120}?\b(?:" + _ROLE_TARGET + r"|" + _FREE_OF + r"|without\b|no\s+longer\b|"
+                    r"not\s+bound\b|do\s+anything\b|(?:system\s+)?prompt|(?:system|first|initial|hidden|original)\s+messages?\b|"
+                    r"instructions\b|passwords?\b|passphrases?\b|"
+                    r"(?:api\s+|private\s+|secret\s+|deploy\s+|ssh\s+|license\s+|product\s+)?keys?\b|tokens?\b|"
+                    r"secrets?\b|credentials?\b|"
+                    # the same in French, Spanish and German, folded (accents stripped)
+                    r"(?:sans|sin|ohne|kein\w*|aucune?s?|ningun\w*)\s+(?:\w+\s+)?(?:regles?|reglas?|regeln|limites?|grenzen|filtres?|filtros?|filter|"
+                    r"restrictions?|restricciones|einschrankungen|censure|censura|zensur)\b|mots?\s+de\s+passe|"
+                    r"contrasenas?|senhas?|passwort\w*|kennwort|cles?\b|claves?\b|schlussel|consignes|instrucciones|anweisungen|"
+                    # a persona that is an AI, never refuses or must never leave the part
+                    r"(?:an?\s+|une?\s+|eine?\s+)?(?:ai|ia|ki)\b|(?:stay|remain)\s+in\s+character|"
+                    r"(?:don'?t|do\s+not|never)\s+break\s+character|no\s+salgas\s+del\s+personaje|"
+                    r"ne\s+sors\s+(?:jamais\s+)?du\s+personnage|(?:never|jamais|nunca|niemals)\s+(?:\w+\s+)?"
+                    r"(?:refuses?|says?\s+no|rechaza|niega|ablehn\w*)|ne\s+refuse\s+jamais))")
+
 
 def _rule(name: str, category: ThreatCategory, score: float, pattern: str) -> Rule:
     return Rule(name, category, score, re.compile(pattern))
@@ -247,10 +266,11 @@ DEFAULT_RULES: tuple[Rule, ...] = (
           r"llm|entity|version)\s+(?:without|with\s+no|free\s+(?:of|from)|that\s+(?:has\s+no|ignores|"
           rf"doesn'?t\s+follow|does\s+not\s+follow))\s+(?:any\s+)?(?:\w+\s+)?{_FREE_OF}"),
     _rule("role.pretend", RM, 0.96,
-          r"\b(?:pretend(?:ing)?|make[\s-]+believe)\s+(?:that\s+|to\s+be\b|you\s*(?:are|'re|were|r)\b|"
-          r"you\s+have\s+no\b|there\s+(?:are|is)\s+no\b|you'?re\b)"
-          r"(?!\s+(?:presenting|explaining|teaching|giving|talking|showing|walking|introducing|describing)\b)"),
-    _rule("role.roleplay", RM, 0.93, r"\brole[\s-]?play(?:ing)?\s+(?:as|that|with\s+me\s+as)\b"),
+          r"\b(?:pretend(?:ing)?|make[\s-]+believe)\s+(?:that\s+)?(?:you\s+have\s+no\b|there\s+(?:are|is)\s+no\b|"
+          r"(?:to\s+be|you\s*(?:are|'re|were|r))\b"
+          r"(?!\s+(?:presenting|explaining|teaching|giving|talking|showing|walking|introducing|describing)\b)"
+          + _PERSONA_SUSPECT + ")"),
+    _rule("role.roleplay", RM, 0.93, r"\brole[\s-]?play(?:ing)?\s+(?:as|that|with\s+me\s+as)\b" + _PERSONA_SUSPECT),
     _rule("role.act_as", RM, 0.94,
           r"\b(?:act|acting|behave|respond|reply|answer|operate|function|pose|masquerade|play|talk)\s+(?:as|like)\s+"
           r"(?:if\s+you\s+(?:are|were)\s+)?(?:a\s+|an\s+|my\s+|the\s+)?(?:[\w-]+\s+){0,2}?" + _ROLE_TARGET),
@@ -285,17 +305,20 @@ DEFAULT_RULES: tuple[Rule, ...] = (
           r"\b(?:dead|deceased|late)\s+grand(?:mother|ma|father|pa)\b(?:\s+\S+){0,4}?\s+(?:read|reads|tell|tells|"
           r"recite|recites|say|says|give|gives|whisper|whispers)\b"),
     _rule("role.fr", RM, 0.93,
-          r"\b(?:fais|faites|faire)\s+semblant\b|\b(?:tu\s+es|vous\s+etes)\s+maintenant\b|"
-          r"\bjoue[rz]?\s+le\s+role\s+d|\ba\s+partir\s+de\s+maintenant,?\s+(?:tu\s+es|vous\s+etes)\b"),
+          r"\b(?:(?:fais|faites|faire)\s+semblant|joue[rz]?\s+le\s+role)\b" + _PERSONA_SUSPECT + "|"
+          r"\b(?:tu\s+es|vous\s+etes)\s+maintenant\b|\ba\s+partir\s+de\s+maintenant,?\s+(?:tu\s+es|vous\s+etes)\b"),
     _rule("role.es", RM, 0.93,
-          r"\b(?:finge|fingir|finja|simula|haz\s+como\s+si)\s+(?:que\s+)?(?:eres|ser|fueras)\b|\bahora\s+eres\b|"
+          r"\b(?:finge|fingir|finja|simula|haz\s+como\s+si)\s+(?:que\s+)?(?:eres|ser|fueras)\b" + _PERSONA_SUSPECT + "|"
+          r"\bahora\s+eres\b|"
           r"\ba\s+partir\s+de\s+ahora\s+eres\b|\bactua\s+como\s+(?:si\s+no\s+tuvieras|un\s+hacker|dan\b)"),
     _rule("role.de", RM, 0.93,
-          r"\btu\s+so,?\s+als\s+(?:ob\s+)?(?:du|warst|seist)\b|\bdu\s+bist\s+(?:jetzt|ab\s+sofort|nun)\b|"
+          r"\btu\s+so,?\s+als\s+(?:ob\s+)?(?:du|warst|seist)\b" + _PERSONA_SUSPECT + "|"
+          r"\bdu\s+bist\s+(?:jetzt|ab\s+sofort|nun)\b|"
           r"\bab\s+(?:jetzt|sofort)\s+bist\s+du\b|\bspiel\w*\s+die\s+rolle\s+(?:eines|einer)\s+(?:hacker|admin)"),
     _rule("role.compact", RM, 0.9,
           r"youarenow(?:dan|in(?:developer|dan|god)mode|unrestricted|jailbroken|unfiltered)|"
-          r"(?:developer|dan|god|jailbreak)mode(?:enabled|activated|on)|doanythingnow|pretendyouare"),
+          r"(?:developer|dan|god|jailbreak)mode(?:enabled|activated|on)|doanythingnow|"
+          r"pretend(?:youare|tobe)(?:now)?(?:an?)?(?:dan|evil|unrestricted|unfiltered|uncensored|jailbroken|aiwithout)"),
 
     # --- security bypass ------------------------------------------------------------------------
     _rule("bypass.ignore_instructions", SB, 0.96,
