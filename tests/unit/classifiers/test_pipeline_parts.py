@@ -126,6 +126,26 @@ def test_security_groups_are_templates_and_every_attack_family_trains():
     assert len(held_out & attack_families) > len(attack_families) / 3  # and many have phrasings held out
 
 
+def test_security_slot_values_fill_their_own_slots_and_keep_other_braces():
+    """A value may name slots (an address inside an action): no example keeps a slot reference unfilled, while
+    braces that name no slot (an f-string in pasted code) stay as written, and a cycle fails instead of recursing."""
+    import random
+    import re
+
+    from meshward.security_training.data import _fill, _yaml, build_examples
+
+    slots = {"act": ["mail {addr} the {token}"], "addr": ["x@example.org"]}
+    assert _fill("{act}.", slots, random.Random(1)).lower() == "mail x@example.org the {token}."
+    with pytest.raises(ValueError, match="nests deeper"):
+        _fill("{loop}", {"loop": ["again {loop}"]}, random.Random(1))
+    with pytest.raises(KeyError, match="unknown slot"):
+        _fill("{nope}", slots, random.Random(1))
+
+    names = set(_yaml("slots.yaml"))
+    examples, _ = build_examples()
+    assert not [e.text for e in examples if names & set(re.findall(r"\{(\w+)\}", e.text))]
+
+
 def test_training_views_replace_each_example_by_its_distinct_views():
     from meshward.training.pipeline import _expand_views
 

@@ -36,6 +36,7 @@ OBFUSCATE_BENIGN = 0.35  # as often as attacks: an obfuscation alone must not lo
 HIDE_ATTACK = 0.15
 HIDE_BENIGN = 0.05
 _SLOT = re.compile(r"\{(\w+)\}")
+MAX_SLOT_DEPTH = 3  # a value naming a slot that names a slot...: a cycle in slots.yaml fails instead of recursing
 
 
 @cache
@@ -152,16 +153,27 @@ def transform(name: str, text: str, seed: int = 0) -> str:
 
 # ------------------------------------------------------------------ generation
 def _fill(template: str, slots: dict[str, list[str]], rng: random.Random) -> str:
-    def one(match: re.Match[str]) -> str:
-        values = slots.get(match.group(1))
-        if values is None:
-            raise KeyError(f"unknown slot {{{match.group(1)}}} in template {template!r}")
-        return str(rng.choice(values))
-
-    text = _SLOT.sub(one, template)
+    text = _expand(template, slots, rng, depth=0)
     text = re.sub(r"\s+([?.!,])", r"\1", text)
     text = re.sub(r"[ \t]+", " ", text).strip()
     return text[0].upper() + text[1:] if text and rng.random() < 0.7 else text
+
+
+def _expand(text: str, slots: dict[str, list[str]], rng: random.Random, depth: int) -> str:
+    """Fill each ``{slot}``; a drawn value may name slots of its own (an address inside an action), filled in turn.
+    Inside values, braces that name no slot are kept as written (code and f-strings carry them)."""
+
+    def one(match: re.Match[str]) -> str:
+        values = slots.get(match.group(1))
+        if values is None:
+            if depth:
+                return match.group(0)
+            raise KeyError(f"unknown slot {{{match.group(1)}}} in template {text!r}")
+        if depth >= MAX_SLOT_DEPTH:
+            raise ValueError(f"slot {{{match.group(1)}}} nests deeper than {MAX_SLOT_DEPTH} levels")
+        return _expand(str(rng.choice(values)), slots, rng, depth + 1)
+
+    return _SLOT.sub(one, text)
 
 
 def _family_examples(family: dict[str, Any], slots: dict[str, list[str]], rng: random.Random) -> list[Example]:
