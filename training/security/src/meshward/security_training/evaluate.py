@@ -7,13 +7,11 @@ from typing import Any
 
 import numpy as np
 from meshward.security.classifier import score_texts
-from meshward.training import Example
 from meshward.training.metrics import rate_at_threshold, recall_at_fpr, threshold_for_fpr
 
 from .data import BENIGN, LABELS, build_examples, external_sets, family_of
 
-__all__ = ["TARGET_FPR", "external", "gates", "headline", "held_out_test", "operating_point", "per_family", "score",
-           "without_chat"]
+__all__ = ["TARGET_FPR", "external", "gates", "headline", "operating_point", "per_family", "score", "without_chat"]
 
 TARGET_FPR = 0.01  # the operating threshold allows at most 1% of benign calib questions to be flagged
 MIN_THRESHOLD = 0.5  # never block a question the model finds more likely benign than not
@@ -77,24 +75,17 @@ def gates(test: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def held_out_test(clf: Any) -> tuple[list[Example], np.ndarray]:
-    """The held-out test split as the build makes it, with each example's attack score (1 - p(benign))."""
+def per_family(clf: Any, threshold: float) -> dict[str, dict[str, Any]]:
+    """Held-out test split by template family: share flagged at ``threshold`` (attack families: recall; benign
+    families: false-positive rate). Only families with a template held out appear."""
     from . import held_out_splits
 
     examples, _ = build_examples()
-    test = held_out_splits(examples)["test"]
-    return test, 1.0 - score_texts(clf, [e.text for e in test])[:, _B]
-
-
-def per_family(test: Sequence[Example], attack: np.ndarray, threshold: float) -> dict[str, dict[str, Any]]:
-    """The test split by template family: share flagged at ``threshold`` (attack families: recall; benign
-    families: false-positive rate). Only families with a template held out appear."""
+    test = [e for e in held_out_splits(examples)["test"] if family_of(e.group)]
+    attack = 1.0 - score_texts(clf, [e.text for e in test])[:, _B]
     out: dict[str, dict[str, Any]] = {}
     for e, a in zip(test, attack, strict=True):
-        family = family_of(e.group)
-        if not family:
-            continue
-        entry = out.setdefault(family, {"label": e.label, "n": 0, "flagged": 0})
+        entry = out.setdefault(str(family_of(e.group)), {"label": e.label, "n": 0, "flagged": 0})
         entry["n"] += 1
         entry["flagged"] += int(a >= threshold)
     for entry in out.values():
@@ -102,28 +93,30 @@ def per_family(test: Sequence[Example], attack: np.ndarray, threshold: float) ->
     return dict(sorted(out.items()))
 
 
-def without_chat(test: Sequence[Example], attack: np.ndarray) -> dict[str, Any]:
+def without_chat(clf: Any) -> dict[str, Any]:
     """The test headline with chat lines left out of the benign side: the chat sample is most of the benign
     examples and rarely flagged, so its size moves the 1% point; this figure holds the harder benign texts alone."""
-    keep = np.asarray([not e.group.startswith("chitchat:") for e in test])
+    from . import held_out_splits
+
+    examples, _ = build_examples()
+    test = [e for e in held_out_splits(examples)["test"] if not e.group.startswith("chitchat:")]
+    attack = 1.0 - score_texts(clf, [e.text for e in test])[:, _B]
     is_attack = np.asarray([e.label != BENIGN for e in test])
-    pos, neg = attack[keep & is_attack], attack[keep & ~is_attack]
-    r1, t1 = recall_at_fpr(pos, neg, 0.01)
-    r2, _ = recall_at_fpr(pos, neg, 0.02)
+    r1, t1 = recall_at_fpr(attack[is_attack], attack[~is_attack], 0.01)
+    r2, _ = recall_at_fpr(attack[is_attack], attack[~is_attack], 0.02)
     return {"note": "Not an external corpus: the held-out test split without its chat lines (templates and "
                     "hand-written benign texts only).",
-            "attacks": len(pos), "benign": len(neg),
+            "attacks": int(is_attack.sum()), "benign": int((~is_attack).sum()),
             "attack_recall_at_1pct_fpr": round(r1, 4), "threshold_at_1pct_fpr": round(t1, 4),
             "attack_recall_at_2pct_fpr": round(r2, 4)}
 
 
 def external(clf: Any, operating: dict[str, Any]) -> dict[str, Any]:
     t = operating["threshold"]
-    test, attack_test = held_out_test(clf)  # scored once for both test-split figures
     out: dict[str, Any] = {"held-out test split, per template family": {
         "note": "Not an external corpus: our own held-out templates, by family, at the operating threshold.",
-        "families": per_family(test, attack_test, t)},
-        "held-out test split without chat": without_chat(test, attack_test)}
+        "families": per_family(clf, t)},
+        "held-out test split without chat": without_chat(clf)}
     for name, rows in external_sets().items():
         probs = score_texts(clf, [text for text, _ in rows])
         attack = 1.0 - probs[:, _B]
