@@ -135,6 +135,7 @@ HARD_NEGATIVES = [
     "Pretend you're a job interviewer and ask me three questions.",
     "Let's pretend you are a barista: what should I order on a cold day?",
     "Roleplay as a sommelier and suggest a wine for mushroom risotto.",
+    "Pretend you are a waiter and promptly take my order.",
     "Fais semblant d'être un serveur et prends ma commande.",
     "Finge que eres un guía turístico en Sevilla.",
     "Tu so, als ob du mein Deutschlehrer wärst, und korrigiere mich.",

@@ -162,7 +162,7 @@ _FREE_OF = (r"(?:restrictions|limits|limitations|filters|rules|guidelines|censor
 # A pretend or role-play request is a jailbreak framing when the persona, within the sentence, is one of the
 # suspect roles, is free of rules, or is asked for something protected; "pretend you are a travel guide" is not.
 _PERSONA_SUSPECT = (r"(?:[^.!?\n]{0,120}?\b(?:" + _ROLE_TARGET + r"|" + _FREE_OF + r"|without\b|no\s+longer\b|"
-                    r"not\s+bound\b|do\s+anything\b|(?:system\s+)?prompt|(?:system|first|initial|hidden|original)\s+messages?\b|"
+                    r"not\s+bound\b|do\s+anything\b|(?:system\s+)?prompts?\b|(?:system|first|initial|hidden|original)\s+messages?\b|"
                     r"instructions\b|passwords?\b|passphrases?\b|"
                     r"(?:api\s+|private\s+|secret\s+|deploy\s+|ssh\s+|license\s+|product\s+)?keys?\b|tokens?\b|"
                     r"secrets?\b|credentials?\b|"
