@@ -63,16 +63,15 @@ async def test_content_mode_withholds_injections_in_a_tool_result_and_a_document
 
 
 # Ordinary command results as the deep tier's content check reads them: rendered by the tools service's own code
-# (output, then argv/exit_code/truncated/duration_ms/host lines). Commands and outputs written for this test, none
-# of them in the training data; builds have scored such lines as security_bypass and withheld the result.
+# (output, then exit_code/truncated/duration_ms lines), less the data that echoes the call's own arguments (argv,
+# host), which the supervisor leaves out of the check. Commands and outputs written for this test, none of them in
+# the training data; builds have scored such lines as security_bypass and withheld the result (`argv: cat
+# /etc/os-release` read as a config request, before the echo was left out).
 COMMAND_RESULTS = [
     (("printf", "%s-%s", "release", "ready"), b"release-ready", b"", 0, {}),
     (("expr", "19", "+", "23"), b"42\n", b"", 0, {}),
     (("id", "-u"), b"1000\n", b"", 0, {"host": "app-server-2"}),
-    pytest.param(("cat", "/etc/os-release"), b'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nVERSION_ID="12"\nID=debian\n',
-                 b"", 0, {}, marks=pytest.mark.xfail(strict=True, reason=(
-                     "the shipped security build reads `argv: cat /etc/os-release` as a config request (0.95, "
-                     "config_inspection): a known false withhold (README: Security hardening, session 12)"))),
+    (("cat", "/etc/os-release"), b'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nVERSION_ID="12"\nID=debian\n', b"", 0, {}),
     (("lsblk", "-o", "NAME,SIZE,TYPE"), b"NAME   SIZE TYPE\nnvme0n1 477G disk\nnvme0n1p1 512M part\n", b"", 0, {}),
     (("test", "-d", "/srv/backups"), b"", b"", 1, {}),
     (("stat", "-c", "%s", "/srv/missing.tar"), b"", b"stat: cannot statx '/srv/missing.tar': No such file or directory\n", 1, {}),
@@ -80,17 +79,20 @@ COMMAND_RESULTS = [
 
 
 def _rendered(argv, stdout, stderr, code, extra) -> str:
+    import shlex
+
     from meshward.supervisor.deep import tool_result_text
     from meshward.tools.cli import ExecResult, result_content
 
     content = result_content(ExecResult(argv, code, stdout, stderr, False, 7.0, 0), 65536, **extra)
-    return tool_result_text({"name": "cli_execute", "content": [c.model_dump(mode="json") for c in content]})
+    call = {"command": shlex.join(argv), **extra}
+    return tool_result_text({"name": "cli_execute", "content": [c.model_dump(mode="json") for c in content]}, echoes_of=call)
 
 
 @pytest.mark.parametrize(("argv", "stdout", "stderr", "code", "extra"), COMMAND_RESULTS)
 async def test_content_mode_passes_an_ordinary_command_result(security, bus, argv, stdout, stderr, code, extra):
     text = _rendered(argv, stdout, stderr, code, extra)
-    assert "argv: " in text and "exit_code: " in text
+    assert "argv: " not in text and "exit_code: " in text
     v = await _check(bus, text=text, mode=CheckMode.CONTENT, source="tool:cli_execute")
     assert v.allowed, (text, v)
 

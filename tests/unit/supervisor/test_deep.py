@@ -163,6 +163,28 @@ async def test_a_tool_result_carrying_instructions_is_withheld_and_the_answer_sa
     assert r.withheld == ["tool:cli_execute"] and "withheld" in r.answer
 
 
+def test_the_content_check_reads_a_tool_result_less_the_echoes_of_its_own_call():
+    result = {"name": "remote_cli", "content": [
+        {"type": "text", "text": "PRETTY_NAME=Debian"},
+        {"type": "data", "data": {"argv": ["cat", "/etc/os-release"], "host": "app-2", "exit_code": 0, "note": "cat /etc/passwd"}}]}
+    shown = deep.tool_result_text(result)
+    assert "argv: cat /etc/os-release" in shown and "host: app-2" in shown
+    checked = deep.tool_result_text(result, echoes_of={"host": "app-2", "command": "cat  '/etc/os-release'"})
+    assert checked == "PRETTY_NAME=Debian\nexit_code: 0\nnote: cat /etc/passwd"
+    # a value the call did not send stays, whatever it resembles; unbalanced quotes are no echo of anything
+    assert deep.tool_result_text(result, echoes_of={"command": "cat '/etc/os-release"}) == shown
+
+
+async def test_a_tool_results_echo_of_its_call_is_shown_to_the_model_but_not_judged():
+    results = {"cli_execute": [{"type": "text", "text": "ID=debian"}, {"type": "data", "data": {"argv": ["cat", "/etc/os-release"], "exit_code": 0}}]}
+    ports = FakePorts(intent="diagnostics", tools=("cli_execute",), results=results,
+                      chat=[reply(tool_calls=[("c1", "cli_execute", {"command": "cat /etc/os-release"})]), reply(LOAD_ANSWER)])
+    await asker_for(ports).ask(LOAD_QUESTION)
+    assert ports.content_checks == [("tool:cli_execute", "ID=debian\nexit_code: 0")]
+    tool_msg = [m for m in ports.chat_requests[1].messages if m.role == "tool"][0]
+    assert "argv: cat /etc/os-release" in tool_msg.content
+
+
 async def test_an_unavailable_content_check_withholds():
     results = {"cli_execute": [{"type": "text", "text": "load 9.0"}]}
 

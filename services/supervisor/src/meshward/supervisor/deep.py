@@ -10,6 +10,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,24 +63,47 @@ def data_block(label: str, text: str) -> str:
 def data_lines(data: dict[str, Any]) -> str:
     """A tool's structured data as `key: value` lines: what the model needs, and plain text to the content
     check (the classifier reads JSON dumps of command metadata as injections far more often than lines)."""
-
-    def value(v: Any) -> str:
-        if isinstance(v, list) and all(isinstance(x, str | int | float | bool) or x is None for x in v):
-            return " ".join(str(x) for x in v)
-        if isinstance(v, dict | list):
-            return json.dumps(v, ensure_ascii=False, default=str)
-        return str(v)
-
-    return "\n".join(f"{k}: {value(v)}" for k, v in data.items())
+    return "\n".join(f"{k}: {_data_value(v)}" for k, v in data.items())
 
 
-def tool_result_text(result: dict[str, Any]) -> str:
-    """What the model reads of one tool result (bounded); images are named, not sent."""
+def _data_value(v: Any) -> str:
+    if isinstance(v, list) and all(isinstance(x, str | int | float | bool) or x is None for x in v):
+        return " ".join(str(x) for x in v)
+    if isinstance(v, dict | list):
+        return json.dumps(v, ensure_ascii=False, default=str)
+    return str(v)
+
+
+def _said_by_the_call(arguments: dict[str, Any]) -> set[str]:
+    """The call's own argument values as a tool may echo them back (a command line also as its shlex words)."""
+    said: set[str] = set()
+    for value in arguments.values():
+        if isinstance(value, str):
+            said.add(" ".join(value.split()))
+            try:
+                said.add(" ".join(shlex.split(value)))
+            except ValueError:  # unbalanced quotes: the tool refused it anyway
+                pass
+        elif isinstance(value, list) and all(isinstance(x, str | int | float) for x in value):
+            said.add(" ".join(" ".join(str(x) for x in value).split()))
+    return said
+
+
+def tool_result_text(result: dict[str, Any], *, echoes_of: dict[str, Any] | None = None) -> str:
+    """What the model reads of one tool result (bounded); images are named, not sent.
+
+    With ``echoes_of`` (the call's arguments), data entries that only repeat them are left out: that is what
+    security's content check reads, since an echo of the call (a command's argv, an SSH host) is the assistant's
+    own words, not text from outside, and the classifier has read `argv: cat /etc/os-release` as a config request.
+    """
     if "error" in result:
         err = result["error"]
         return clip(f"error {err.get('code')}: {err.get('message')}", MAX_TOOL_RESULT_CHARS)
     parts = [text_of(result)]
     data = data_of(result)
+    if data and echoes_of:
+        said = _said_by_the_call(echoes_of)
+        data = {k: v for k, v in data.items() if " ".join(_data_value(v).split()) not in said}
     if data:
         parts.append(data_lines(data)[:MAX_TOOL_RESULT_CHARS])
     if any(c.get("type") == "image" for c in result.get("content", [])):

@@ -373,7 +373,7 @@ class GraphBuilder:
             "decisions": self._decision(state, "approval", d["decision"].upper(), f"{p['tool']}: {d['actor']}{': ' + d['reason'] if d.get('reason') else ''}"[:500]),
         }
         if p.get("origin") == "reason":
-            message, withheld = await self._tool_message(result, p.get("tool_call_id"), state.get("thread_id"))
+            message, withheld = await self._tool_message(result, p.get("tool_call_id"), state.get("thread_id"), p.get("arguments"))
             update.update(
                 transcript=[*state.get("transcript", []), message.model_dump(mode="json")],
                 tool_results=[*(state.get("tool_results") or []), result],
@@ -392,11 +392,12 @@ class GraphBuilder:
         return {"answer": text, "status": "answered"}
 
     # -- the deep tier ----------------------------------------------------
-    async def _checked(self, text: str, source: str, thread_id: str | None) -> tuple[str, str | None]:
-        """(what the model may read, the withheld source or None): security's content check first.
-        A check that cannot run withholds too: untrusted text never reaches the model unchecked."""
+    async def _checked(self, text: str, source: str, thread_id: str | None, checked: str | None = None) -> tuple[str, str | None]:
+        """(what the model may read, the withheld source or None): security's content check first, of ``checked``
+        when given (``text`` less what the assistant itself wrote). A check that cannot run withholds too:
+        untrusted text never reaches the model unchecked."""
         try:
-            verdict = await self.ports.check_content(text, source, thread_id)
+            verdict = await self.ports.check_content(text if checked is None else checked, source, thread_id)
         except RemoteError as e:
             return deep.withheld_text(source, f"not checked: {e.error.message}"), source
         if verdict.allowed:
@@ -455,10 +456,12 @@ class GraphBuilder:
         update["decisions"] = self._decision(state, "retrieve", "CONTEXT", "; ".join([summary, *notes])[:500])
         return update
 
-    async def _tool_message(self, result: dict[str, Any], call_id: str | None, thread_id: str | None) -> tuple[ChatMessage, str | None]:
-        """A tool result as the model reads it: checked by security first (untrusted text)."""
+    async def _tool_message(self, result: dict[str, Any], call_id: str | None, thread_id: str | None, arguments: dict[str, Any] | None = None) -> tuple[ChatMessage, str | None]:
+        """A tool result as the model reads it: checked by security first (untrusted text, less the echoes of the
+        call's own ``arguments``)."""
         name = result["name"]
-        shown, withheld = await self._checked(deep.tool_result_text(result), f"tool:{name}", thread_id)
+        checked = deep.tool_result_text(result, echoes_of=arguments) if arguments else None
+        shown, withheld = await self._checked(deep.tool_result_text(result), f"tool:{name}", thread_id, checked)
         return ChatMessage(role=ChatRole.TOOL, content=shown, tool_call_id=call_id, name=name), withheld
 
     async def _run_tool_calls(self, calls, allowed: set[str], thread_id: str | None, key_base: str | None = None) -> tuple[list[ChatMessage], list[dict[str, Any]], list[str], dict[str, Any] | None]:
@@ -472,7 +475,7 @@ class GraphBuilder:
             result = await self._call(_Call(call.name, call.arguments), {}, key_base)
             if approvals.needs_approval(result):
                 return None, result, None
-            message, withheld = await self._tool_message(result, call.id, thread_id)
+            message, withheld = await self._tool_message(result, call.id, thread_id, call.arguments)
             return message, result, withheld
 
         done = await asyncio.gather(*(one(c) for c in calls))
