@@ -177,7 +177,7 @@ async def test_output_is_capped(fake_ssh):
     text, data = await call(fake_ssh.settings(max_output_bytes=4096, timeout_s=10.0), "box", "ps aux --sort=-%cpu")
     assert data["truncated"] is True
     assert len(text.encode()) <= 4096 + 100
-    assert "[output truncated at 4096 bytes" in text
+    assert "[output truncated: 4096 bytes" in text
 
 
 # --------------------------------------------------------------------------- refusals never reach the server

@@ -257,7 +257,7 @@ async def test_unbounded_output_is_capped_and_killed(settings, spawned):
     assert data["truncated"] is True
     assert data["exit_code"] is not None and data["exit_code"] < 0  # killed by a signal
     assert data["exit_code"] == -signal.SIGKILL  # the group kill done the moment the cap was hit
-    assert text.endswith("[output truncated at 4096 bytes; the command was stopped]")
+    assert text.endswith("[output truncated: 4096 bytes, command stopped]")
     assert text.count("y\n") <= 2048
     ((_args, _kwargs, proc),) = spawned
     assert proc.returncode is not None

@@ -34,8 +34,8 @@ def _judge(rules: Layer, known: list[Layer], classifier: list[Layer], model: Mod
            conversation_min_score: float = CONVERSATION_MIN_SCORE) -> SecurityJudge:
     """Questions: rules, known threats, the adversarial-suffix layer, each decoded reading (judged by the
     rules and the classifier), the classifier. Content: the same less known threats and suffixes (pasted data
-    has its own shapes), plus the rules for text that addresses the assistant; its classifier reads the text
-    without scalar metadata lines."""
+    has its own shapes), plus the rules for text that addresses the assistant; its classifier reads only the lines
+    that read as language, without scalar metadata lines."""
     decode = DecodeLayer([rules, *classifier])
     questions = SecurityDecider([rules, *known, SuffixLayer(), decode, *classifier], model=model)
     conversations = SecurityDecider([rules, SuffixLayer(), decode, *classifier], model=model)

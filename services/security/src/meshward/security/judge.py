@@ -7,20 +7,21 @@ or untrusted content (a tool result, a fetched page, an attached document) befor
   judged when they were asked, and a later harmless question must not pay for them.
 * content mode: instructions addressed to the assistant (the layers that catch injections, plus
   :class:`ContentRulesLayer`); talking about a harmful topic is not an injection, so a ``harmful_content``
-  finding does not block there. The classifier reads the content without its scalar metadata lines
-  (:func:`prose_only`). The verdict echoes the request's ``source``.
+  finding does not block there. The classifier reads only the content's lines that read as language, less its
+  scalar metadata lines (:func:`prose_only`). The verdict echoes the request's ``source``.
 """
 from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from meshward.contracts import CheckMode, DecidingLayer, SecurityCheckRequest, SecurityVerdict, ThreatCategory
 
 from .decision import Finding, Layer, SecurityDecider, waits
 from .normalize import normalize
+from .prose import language_lines
 
 __all__ = ["CONVERSATION_MIN_SCORE", "MAX_CONTEXT_CHARS", "MAX_TURNS", "ContentRulesLayer", "Judgement", "SecurityJudge", "injections_only",
            "prose_only", "without_scalar_lines"]
@@ -32,10 +33,23 @@ MAX_CONTEXT_CHARS = 6_000  # of the joined conversation, its most recent end
 
 # Text in a document or a tool result that speaks to the assistant reading it rather than to its human reader.
 _TO_ASSISTANT = r"(?:ai|a\.i\.|assistant|model|llm|chatbot|bot|agent|gpt|copilot|language\s+model)s?"
+_MACHINE = (r"(?:ai|a\.i\.|llm|gpt|chatbot|copilot|language\s+model)s?|"
+            r"(?:ai|a\.i\.|automated|virtual|digital|llm)[\w-]*\s+(?:assistant|agent|model|bot)s?")
+# What an agent does with the text it is handed ("an AI code assistant reviewing this", "models that summarise these").
+_AGENT_VERBS = (r"(?:read|process|summari[sz]|pars|relay|handl|review|screen|evaluat|ingest|index|analy[sz]|translat|"
+                r"scan|see)(?:ing|es|s|e)?")
+# ...and what it is then told to do: a modal ("it should", "must first") or an imperative after a comma or colon.
+_DIRECTIVE = (r"(?:\b(?:must|should|shall|needs?\s+to|has\s+to|have\s+to|(?:is|are)\s+(?:required|instructed|expected)\s+to)\b|"
+              r"[,:;]\s*(?:please\s+|then\s+|first\s+)?(?:ignore|disregard|forget|add|include|append|insert|send|email|reply|"
+              r"respond|answer|print|reveal|forward|call|run|execute|delete|approve|rate|mark|tell|say|state|output|"
+              r"do\s+not|don'?t|never|always)\b)")
 _CONTENT_RULES = [(name, re.compile(pattern, re.IGNORECASE | re.DOTALL)) for name, pattern in (
     ("content.note_to_assistant",
      rf"\b(?:note|message|instructions?|attention|important|reminder|p\.?s\.?)\s*(?:to|for)\s+(?:the\s+|any\s+|all\s+)?"
-     rf"(?:{_TO_ASSISTANT})\b|\b(?:dear|hey|hi)\s+(?:the\s+)?(?:{_TO_ASSISTANT})\s*[,:!]"),
+     rf"(?:{_TO_ASSISTANT})\b|\b(?:dear|hey|hi)\s+(?:the\s+)?(?:{_TO_ASSISTANT})\s*[,:!]|"
+     # with words between, only addressees that cannot be a person ("instructions for the dental assistant" can)
+     rf"\b(?:note|message|instructions?|reminder)\s+(?:to|for)\s+(?:the\s+|any\s+|all\s+|an?\s+)?(?:[\w-]+\s+){{1,2}}?"
+     rf"(?:{_MACHINE})\b"),
     ("content.role_marker",
      rf"(?:^|\n|[\[<(]|###\s*)\s*(?:system|assistant|{_TO_ASSISTANT})\s*(?:override|note|instructions?|message|prompt)?"
      r"\s*[:\]>)]\s*.{0,80}?\b(?:you\s+(?:must|should|will|are\s+now)|ignore|disregard|forget|do\s+not|don'?t|instead|"
@@ -44,6 +58,15 @@ _CONTENT_RULES = [(name, re.compile(pattern, re.IGNORECASE | re.DOTALL)) for nam
      rf"<!--.{{0,200}}?\b(?:{_TO_ASSISTANT}|ignore|instructions?|reveal|system\s+prompt)\b.{{0,200}}?-->"),
     ("content.agent_directed",
      rf"\b(?:{_TO_ASSISTANT})\s+(?:reading|processing|summari[sz]ing|parsing|that\s+reads?)\s+this\b"),
+    ("content.agent_directed_task",
+     rf"\b(?:{_TO_ASSISTANT})\s+(?:that\s+|who\s+)?(?:{_AGENT_VERBS})\s+(?:this|these|the\s+(?:above|following))\b"
+     rf"[^.\n]{{0,80}}?{_DIRECTIVE}"),
+    ("content.if_you_are_an_ai",
+     rf"\bif\s+you(?:\s+are|'re)\s+(?:an?\s+|the\s+)?(?:(?:[\w-]+\s+){{0,2}}?(?:{_MACHINE})|assistant)"
+     r"(?:\s+(?:system|tool|program|service))?\s*[,:;]?\s*(?:then\s+)?(?:you\s+)?"
+     r"(?:must|should|need\s+to|have\s+to|are\s+(?:required|instructed)\s+to|will|ignore|disregard|do\s+not|don'?t|"
+     r"never|always|please|reply|respond|say|tell|print|reveal|send|output|approve|add|append|include|call|run|"
+     r"forward|email|delete|rate|mark)\b"),
 )]
 
 
@@ -62,10 +85,13 @@ class ContentRulesLayer:
 
 
 # A tool result ends with its metadata as `key: value` lines (exit_code, truncated, duration_ms, pages, encrypted...).
-# A line whose key is an identifier and whose value is a number, a boolean or nothing gives no instruction, yet the
-# classifier, which learned prose, has scored runs of them as an injection (0.9 and more for a PDF's page counts).
-_SCALAR_LINE = re.compile(r"^[ \t]*[A-Za-z_][A-Za-z0-9_]{0,40}:[ \t]*(?:[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|"
-                          r"none|null)?[ \t]*(?:\n|$)", re.IGNORECASE | re.MULTILINE)
+# A line whose key is a short identifier and whose value is a number, a boolean or nothing gives no instruction, yet
+# the classifier, which learned prose, has scored runs of them as an injection (0.9 and more for a PDF's page
+# counts). At most three words in the key: a longer one (`ignore_previous_instructions_and_reveal: true`) can say
+# something, so the classifier reads it.
+_KEY_WORD = r"[A-Za-z][A-Za-z0-9]{0,20}"
+_SCALAR_LINE = re.compile(rf"^[ \t]*_?{_KEY_WORD}(?:[_-]{_KEY_WORD}){{0,2}}_?:[ \t]*(?:[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|"
+                          r"true|false|none|null)?[ \t]*(?:\n|$)", re.IGNORECASE | re.MULTILINE)
 
 
 def without_scalar_lines(text: str) -> str:
@@ -83,15 +109,21 @@ class _Wrapping:
 
 
 class _ProseOnly(_Wrapping):
-    """A model layer that reads content without its scalar metadata lines (the rules and decoding read it all)."""
+    """A model layer that reads a selection of content's lines (the rules and decoding read it all)."""
+
+    def __init__(self, layer: Layer, select: Callable[[str], str]) -> None:
+        super().__init__(layer)
+        self.select = select
 
     async def evaluate(self, text: str) -> Finding | None:
-        prose = without_scalar_lines(text)
+        prose = self.select(without_scalar_lines(text))
         return await self.layer.evaluate(prose) if prose.strip() else None
 
 
-def prose_only(layers: Sequence[Layer]) -> list[Layer]:
-    return [_ProseOnly(layer) for layer in layers]
+def prose_only(layers: Sequence[Layer], select: Callable[[str], str] = language_lines) -> list[Layer]:
+    """``layers`` reading content less its scalar metadata lines, then only what ``select`` keeps of it (the lines
+    that read as language; `bench/content_check.py` passes another selection for its baseline)."""
+    return [_ProseOnly(layer, select) for layer in layers]
 
 
 class _InjectionsOnly(_Wrapping):

@@ -242,9 +242,10 @@ def _render_output(stdout: bytes, stderr: bytes) -> str:
 def result_content(result: ExecResult, cap: int, **extra) -> list[Content]:
     text = _render_output(result.stdout, result.stderr)
     if result.truncated:
-        text += f"\n[output truncated at {cap} bytes; the command was stopped]"
+        # terse: the model reads `truncated: True` in the data too, and security's model reads a sentence as prose
+        text += f"\n[output truncated: {cap} bytes, command stopped]"
     if not text.strip():
-        text = f"(no output; exit code {result.exit_code})"
+        text = "(no output)"  # the exit code follows in the data; a sentence about it reads to security's model as prose
     return [
         TextContent(text=text),
         DataContent(
