@@ -13,6 +13,7 @@ from meshward.training.metrics import (
     per_class_report,
     recall_at_fpr,
     threshold_for_fpr,
+    threshold_for_recall,
 )
 
 
@@ -54,6 +55,38 @@ def test_threshold_and_recall_at_fpr():
     pos = np.array([0.995, 0.999, 0.5, 0.1])
     recall, t2 = recall_at_fpr(pos, neg, 0.01)
     assert t2 == t and recall == 0.5
+
+
+def test_threshold_for_recall():
+    pos = np.linspace(0.01, 1.0, 100)
+    t = threshold_for_recall(pos, 0.95)
+    assert (pos >= t).mean() >= 0.95 and (pos >= np.nextafter(t, 1.0)).mean() < 0.95
+
+
+def _calib(benign: np.ndarray, attack: np.ndarray) -> tuple[np.ndarray, list[int]]:
+    from meshward.security_training.data import BENIGN, LABELS
+
+    b, a = LABELS.index(BENIGN), (LABELS.index(BENIGN) + 1) % len(LABELS)
+    probs = np.zeros((len(benign) + len(attack), len(LABELS)))
+    probs[: len(benign), b] = 1 - benign
+    probs[: len(benign), a] = benign
+    probs[len(benign):, b] = 1 - attack
+    probs[len(benign):, a] = attack
+    return probs, [b] * len(benign) + [a] * len(attack)
+
+
+def test_the_operating_threshold_keeps_the_1pct_point_unless_it_costs_the_recall_gate():
+    from meshward.security_training.evaluate import operating_point
+
+    benign = np.concatenate([np.full(980, 0.05), np.linspace(0.9, 0.98, 20)])  # a tail of hard negatives
+    easy = np.concatenate([np.full(96, 0.99), np.full(4, 0.3)])  # 96% recall at the 1% point
+    assert operating_point(*_calib(benign, easy))["threshold"] == pytest.approx(threshold_for_fpr(benign, 0.01))
+    hard = np.concatenate([np.full(90, 0.99), np.full(6, 0.8), np.full(4, 0.3)])  # 90% there, 96% from 0.8 down
+    point = operating_point(*_calib(benign, hard))
+    assert point["threshold"] == pytest.approx(0.8) and "lowered" in point["chosen_on"]
+    wide = np.concatenate([np.full(960, 0.05), np.linspace(0.56, 0.98, 40)])  # a longer tail
+    low = np.concatenate([np.full(90, 0.99), np.full(10, 0.55)])  # 95% needs 0.55, past the 2% budget: stop there
+    assert operating_point(*_calib(wide, low))["threshold"] == pytest.approx(threshold_for_fpr(wide, 0.02))
 
 
 def test_temperature_scaling_reduces_nll_of_overconfident_logits():

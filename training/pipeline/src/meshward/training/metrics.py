@@ -51,6 +51,15 @@ def threshold_for_fpr(neg_scores: np.ndarray, max_fpr: float) -> float:
     return float(np.nextafter(neg[k], np.inf))
 
 
+def threshold_for_recall(pos_scores: np.ndarray, min_recall: float) -> float:
+    """The highest threshold t such that the share of positives scoring >= t is at least ``min_recall``."""
+    pos = np.sort(np.asarray(pos_scores, dtype=np.float64))[::-1]
+    if pos.size == 0:
+        return 0.5
+    k = max(1, int(math.ceil(min_recall * pos.size - 1e-9)))  # positives that must score >= t
+    return float(pos[min(k, pos.size) - 1])
+
+
 def rate_at_threshold(scores: np.ndarray, threshold: float) -> float:
     scores = np.asarray(scores, dtype=np.float64)
     return float((scores >= threshold).mean()) if scores.size else 0.0

@@ -7,13 +7,15 @@ from typing import Any
 
 import numpy as np
 from meshward.security.classifier import score_texts
-from meshward.training.metrics import rate_at_threshold, recall_at_fpr, threshold_for_fpr
+from meshward.training.metrics import rate_at_threshold, recall_at_fpr, threshold_for_fpr, threshold_for_recall
 
 from .data import BENIGN, LABELS, build_examples, external_sets, family_of
 
-__all__ = ["TARGET_FPR", "external", "gates", "headline", "operating_point", "per_family", "score", "without_chat"]
+__all__ = ["MAX_FPR", "MIN_RECALL", "TARGET_FPR", "external", "gates", "headline", "operating_point", "per_family", "score", "without_chat"]
 
-TARGET_FPR = 0.01  # the operating threshold allows at most 1% of benign calib questions to be flagged
+TARGET_FPR = 0.01  # the operating threshold allows at most 1% of benign calib questions to be flagged...
+MIN_RECALL = 0.95  # ...unless that leaves calib attack recall under the recall gate's figure:
+MAX_FPR = 0.02  # then recall is bought back with up to the benign-FPR gate's budget
 MIN_THRESHOLD = 0.5  # never block a question the model finds more likely benign than not
 _B = LABELS.index(BENIGN)
 
@@ -29,10 +31,20 @@ def _split(probs: np.ndarray, y: list[int]) -> tuple[np.ndarray, np.ndarray, np.
 
 
 def operating_point(probs: np.ndarray, y: list[int]) -> dict[str, Any]:
+    """The calib split's 1%-FPR point; where that costs the recall gate, lowered towards 95% recall, but not past the
+    2%-FPR point. The 1% point alone is set by the calib split's benign tail, a handful of hard-negative templates,
+    and it has left builds that rank better than the shipped one under the recall gate (README: Security hardening)."""
     attack, is_attack, benign_scores = _split(probs, y)
     t = max(MIN_THRESHOLD, threshold_for_fpr(benign_scores, TARGET_FPR))
+    chosen = f"calib split: benign false-positive rate <= {TARGET_FPR:.0%}"
+    pos = attack[is_attack]
+    if len(pos) and rate_at_threshold(pos, t) < MIN_RECALL:
+        lowered = max(MIN_THRESHOLD, threshold_for_recall(pos, MIN_RECALL), threshold_for_fpr(benign_scores, MAX_FPR))
+        if lowered < t:
+            t = lowered
+            chosen += f" lowered towards attack recall >= {MIN_RECALL:.0%}, benign false-positive rate <= {MAX_FPR:.0%}"
     return {"threshold": round(float(t), 6), "score": "1 - p(benign), temperature-scaled",
-            "chosen_on": f"calib split: benign false-positive rate <= {TARGET_FPR:.0%}, floor {MIN_THRESHOLD}"}
+            "chosen_on": f"{chosen}, floor {MIN_THRESHOLD}"}
 
 
 def _auc(pos: np.ndarray, neg: np.ndarray) -> float:
