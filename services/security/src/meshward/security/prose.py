@@ -58,9 +58,20 @@ def _reads_as_language(line: str) -> bool:
     return function >= (1 if len(words) <= SHORT_LINE_WORDS else 2)
 
 
+# "Vulnerability Mds: Not affected", "L3 cache: 32 MiB": a short label, then the value that is the line's content.
+_LABEL = re.compile(r"^\s*[^\W\d_][\w .()/-]{0,40}?:\s+(?=\S)")
+MAX_LABEL_WORDS = 4
+
+
+def _value_of(line: str) -> str:
+    label = _LABEL.match(line)
+    return line[label.end():] if label and len(label.group().split()) <= MAX_LABEL_WORDS else line
+
+
 def is_language(line: str) -> bool:
-    """Whether one line reads as language in any of its normalised readings."""
-    return any(_reads_as_language(reading) for reading in normalize(line))
+    """Whether one line reads as language in any of its normalised readings; after a label of at most four words
+    ("Model name:", "Vulnerability Itlb multihit:"), its value does."""
+    return any(_reads_as_language(_value_of(reading)) for reading in normalize(line))
 
 
 def language_lines(text: str) -> str:
