@@ -45,6 +45,14 @@ async def test_threat_is_refused_before_intent():
     assert "intent" not in ports.calls
 
 
+@pytest.mark.parametrize(("threat", "points_to_help"), [("harmful_content", True), ("prompt_extraction", False)])
+async def test_a_harmful_content_refusal_points_to_crisis_help(threat, points_to_help):
+    # a help-seeking question in a crisis can be blocked as harmful content: the refusal still says where help is
+    r = await asker_for(FakePorts(threat=threat)).ask("My brother says he wants to end his life. What do I do?")
+    assert r.refusal_reason == "security" and f"({threat})" in r.answer
+    assert ("crisis line" in r.answer and "emergency services" in r.answer) is points_to_help
+
+
 async def test_off_topic_is_refused_as_out_of_scope():
     r = await asker_for(FakePorts(in_scope=False)).ask("write me a poem")
     assert (r.status, r.refusal_reason, r.threat_category, r.intent) == ("refused", "out_of_scope", None, "out_of_scope")

@@ -33,6 +33,7 @@ from meshward.contracts import (
     ChatRole,
     ClusterChangesRequest,
     RemoteError,
+    ThreatCategory,
     subjects,
 )
 from meshward.telemetry import names
@@ -77,6 +78,11 @@ USER_ERROR_CODES = {"bad_request", "too_large", "refused", "not_found", approval
 
 REFUSALS = {
     "security": "I can't help with that: the request was blocked by the security policy ({category}).",
+    # A harmful-content block may refuse someone asking for help in a crisis (the classifier reads "my brother wants
+    # to end his life, what do I do?" near self-harm requests): whatever it was, the refusal points to help.
+    "harmful_content": "If you or someone you know is in danger or thinking about suicide or self-harm, please "
+                       "contact local emergency services or a crisis line now; findahelpline.com lists free, "
+                       "confidential lines by country.",
     "out_of_scope": "That's outside what I can help with. " "I'm a data-center operations assistant: ask me about the data center's weather or location, calculations, charts, attached documents, host diagnostics or registered Kubernetes clusters.",
 }
 
@@ -612,7 +618,10 @@ class GraphBuilder:
         security = state.get("security") or {}
         if security and not security.get("allowed", True):
             reason = "security"
-            text = REFUSALS["security"].format(category=security.get("threat_category"))
+            category = security.get("threat_category")
+            text = REFUSALS["security"].format(category=category)
+            if category == ThreatCategory.HARMFUL_CONTENT:
+                text += " " + REFUSALS["harmful_content"]
         else:
             reason = "out_of_scope"
             text = REFUSALS["out_of_scope"]
