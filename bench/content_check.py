@@ -29,6 +29,7 @@ from _common import machine  # noqa: E402
 from meshward.security.classifier import ClassifierLayer, SecurityClassifier  # noqa: E402
 from meshward.security.decision import RulesLayerAdapter, SecurityDecider  # noqa: E402
 from meshward.security.decoding import DecodeLayer  # noqa: E402
+from meshward.security.handlers import _judge  # noqa: E402
 from meshward.security.judge import ContentRulesLayer, injections_only, prose_only  # noqa: E402
 from meshward.security.prose import language_lines  # noqa: E402
 from meshward.supervisor.deep import tool_result_text  # noqa: E402
@@ -69,7 +70,8 @@ async def _results(commands: list[str], settings: CliSettings) -> tuple[list[tup
     return done, skipped
 
 
-def _content_decider(classifier: ClassifierLayer, select) -> SecurityDecider:
+def _baseline_decider(classifier: ClassifierLayer, select) -> SecurityDecider:
+    """The service's content composition (`handlers._judge`) with the classifier reading another selection."""
     rules = RulesLayerAdapter()
     return SecurityDecider(injections_only([rules, ContentRulesLayer(), DecodeLayer([rules, classifier]),
                                             *prose_only([classifier], select)]))
@@ -90,9 +92,9 @@ async def main() -> None:
     layer = ClassifierLayer(model, max_batch_size=32, max_wait_ms=2.0)
     whole = [tool_result_text(r) for _, r in results]
     checked = [tool_result_text(r, echoes_of={"command": c}) for c, r in results]
-    configs = {"before": (_content_decider(layer, lambda t: t), whole),
-               "echo": (_content_decider(layer, lambda t: t), checked),
-               "shipped": (_content_decider(layer, language_lines), checked)}
+    configs = {"before": (_baseline_decider(layer, lambda t: t), whole),
+               "echo": (_baseline_decider(layer, lambda t: t), checked),
+               "shipped": (_judge(RulesLayerAdapter(), [], [layer]).content, checked)}  # the service's own decider
     out: dict[str, tuple[list, list, list]] = {}
     try:
         for name, (decider, texts) in configs.items():
