@@ -21,7 +21,16 @@ from meshward.telemetry import metrics
 
 from .decision import Layer, RulesLayerAdapter, SecurityDecider
 from .decoding import DecodeLayer
-from .judge import CONVERSATION_MIN_SCORE, ContentRulesLayer, SecurityJudge, injections_only, prose_only
+from .judge import (
+    CONTENT_MIN_SCORE,
+    CONVERSATION_MIN_SCORE,
+    ContentRulesLayer,
+    SecurityJudge,
+    addressed_only,
+    injections_only,
+    prose_only,
+    surer_than,
+)
 from .known_threats import KnownThreatsLayer
 from .normalize import revealed
 from .output_check import OutputChecker
@@ -31,15 +40,20 @@ from .suffix import SuffixLayer
 
 
 def _judge(rules: Layer, known: list[Layer], classifier: list[Layer], model: ModelInfo | None = None,
-           conversation_min_score: float = CONVERSATION_MIN_SCORE) -> SecurityJudge:
+           conversation_min_score: float = CONVERSATION_MIN_SCORE, content_min_score: float = CONTENT_MIN_SCORE) -> SecurityJudge:
     """Questions: rules, known threats, the adversarial-suffix layer, each decoded reading (judged by the
     rules and the classifier), the classifier. Content: the same less known threats and suffixes (pasted data
-    has its own shapes), plus the rules for text that addresses the assistant; its classifier reads only the lines
-    that read as language, without scalar metadata lines."""
+    has its own shapes), plus the rules for text that addresses the assistant. There the question rules read only
+    the lines that address the agent reading them, and the classifier only those that also read as language (in
+    the text and in each decoded reading), without scalar metadata lines, blocking at ``content_min_score``."""
     decode = DecodeLayer([rules, *classifier])
     questions = SecurityDecider([rules, *known, SuffixLayer(), decode, *classifier], model=model)
     conversations = SecurityDecider([rules, SuffixLayer(), decode, *classifier], model=model)
-    content = SecurityDecider(injections_only([rules, ContentRulesLayer(), decode, *prose_only(classifier)]), model=model)
+    addressed_rules = addressed_only([rules])
+    content_classifier = prose_only(surer_than(classifier, content_min_score))
+    content = SecurityDecider(injections_only([*addressed_rules, ContentRulesLayer(),
+                                               DecodeLayer([*addressed_rules, *content_classifier]), *content_classifier]),
+                              model=model)
     return SecurityJudge(questions, content, conversation_min_score, conversations)
 
 
@@ -74,7 +88,8 @@ def create_service(settings: SecuritySettings | None = None) -> Service[Security
         classifier = ClassifierLayer(model, max_batch_size=settings.max_batch_size, max_wait_ms=settings.max_wait_ms)
         stack.push_async_callback(classifier.close)
         info = model.model_info
-        judge = _judge(rules, tail, [classifier], model=info, conversation_min_score=settings.conversation_min_score)
+        judge = _judge(rules, tail, [classifier], model=info, conversation_min_score=settings.conversation_min_score,
+                       content_min_score=settings.content_min_score)
         svc.details.update(layers=",".join(str(layer.name) for layer in judge.questions.layers),
                            model=info.name,
                            model_version=info.version, provider=info.provider or "",

@@ -7,8 +7,10 @@ or untrusted content (a tool result, a fetched page, an attached document) befor
   judged when they were asked, and a later harmless question must not pay for them.
 * content mode: instructions addressed to the assistant (the layers that catch injections, plus
   :class:`ContentRulesLayer`); talking about a harmful topic is not an injection, so a ``harmful_content``
-  finding does not block there. The classifier reads only the content's lines that read as language, less its
-  scalar metadata lines (:func:`prose_only`). The verdict echoes the request's ``source``.
+  finding does not block there. The question layers, which learned requests, read only the lines that address the
+  agent reading them (:mod:`.address`), less scalar metadata lines; the classifier reads those that also read as
+  language (:func:`prose_only`) and blocks only at a surer score than for a question (:func:`surer_than`). The
+  verdict echoes the request's ``source``.
 """
 from __future__ import annotations
 
@@ -19,25 +21,29 @@ from dataclasses import dataclass
 
 from meshward.contracts import CheckMode, DecidingLayer, SecurityCheckRequest, SecurityVerdict, ThreatCategory
 
+from .address import addressed_lines
 from .decision import Finding, Layer, SecurityDecider, waits
 from .normalize import normalize
 from .prose import language_lines
 
-__all__ = ["CONVERSATION_MIN_SCORE", "MAX_CONTEXT_CHARS", "MAX_TURNS", "ContentRulesLayer", "Judgement", "SecurityJudge", "injections_only",
-           "prose_only", "without_scalar_lines"]
+__all__ = ["CONTENT_MIN_SCORE", "CONVERSATION_MIN_SCORE", "MAX_CONTEXT_CHARS", "MAX_TURNS", "ContentRulesLayer", "Judgement",
+           "SecurityJudge", "addressed_only", "addressed_prose", "injections_only", "prose_only", "surer_than",
+           "without_scalar_lines"]
 
 MAX_TURNS = 6  # earlier user turns read with the question
 CONVERSATION_MIN_SCORE = 0.95  # calibrated on joined benign conversations (README: Security hardening)
 MAX_CONTEXT_CHARS = 6_000  # of the joined conversation, its most recent end
+CONTENT_MIN_SCORE = 0.9  # calibrated on real documents and written probes (README: Security hardening)
 
 
 # Text in a document or a tool result that speaks to the assistant reading it rather than to its human reader.
 _TO_ASSISTANT = r"(?:ai|a\.i\.|assistant|model|llm|chatbot|bot|agent|gpt|copilot|language\s+model)s?"
-_MACHINE = (r"(?:ai|a\.i\.|llm|gpt|chatbot|copilot|language\s+model)s?|"
-            r"(?:ai|a\.i\.|automated|virtual|digital|llm)[\w-]*\s+(?:assistant|agent|model|bot)s?")
+_MACHINE = (r"(?:ai|a\.i\.|llm|gpt|chatbot|copilot|language\s+model)s?|automation|"
+            r"(?:ai|a\.i\.|automated|virtual|digital|llm)[\w-]*\s+(?:[\w-]+\s+)?"
+            r"(?:assistant|agent|model|bot|system|screener|reviewer|tool|pipeline)s?")
 # What an agent does with the text it is handed ("an AI code assistant reviewing this", "models that summarise these").
-_AGENT_VERBS = (r"(?:read|process|summari[sz]|pars|relay|handl|review|screen|evaluat|ingest|index|analy[sz]|translat|"
-                r"scan|see)(?:ing|es|s|e)?")
+_AGENT_VERBS = (r"(?:(?:read|process|summari[sz]|pars|relay|handl|review|screen|evaluat|ingest|index|analy[sz]|translat|"
+                r"scan|see|execut)(?:ing|es|s|e)?|run(?:ning|s)?)")
 # ...and what it is then told to do: a modal ("it should", "must first") or an imperative after a comma or colon.
 _DIRECTIVE = (r"(?:\b(?:must|should|shall|needs?\s+to|has\s+to|have\s+to|(?:is|are)\s+(?:required|instructed|expected)\s+to)\b|"
               r"[,:;]\s*(?:please\s+|then\s+|first\s+)?(?:ignore|disregard|forget|add|include|append|insert|send|email|reply|"
@@ -54,8 +60,21 @@ _CONTENT_RULES = [(name, re.compile(pattern, re.IGNORECASE | re.DOTALL)) for nam
      rf"(?:^|\n|[\[<(]|###\s*)\s*(?:system|assistant|{_TO_ASSISTANT})\s*(?:override|note|instructions?|message|prompt)?"
      r"\s*[:\]>)]\s*.{0,80}?\b(?:you\s+(?:must|should|will|are\s+now)|ignore|disregard|forget|do\s+not|don'?t|instead|"
      r"new\s+(?:task|instructions?)|reveal|print|send|say|reply|respond|output|obey)\b"),
+    # the same note in the other languages of the security data ("Wichtig für die KI:", "À l'intention du modèle")
+    ("content.note_to_assistant_i18n",
+     r"\b(?:hinweis|wichtig|achtung|anweisung(?:en)?|nota|aviso|importante|remarque|consignes?|instrucciones|istruzioni)"
+     r"\s*(?:fur|an|para|pour|a|per|al|alla|ao)\s+(?:(?:die|den|das|der|el|la|le|l'|il|lo|o|os|los|las|les|un|une|ein|"
+     r"einen|eine|cualquier|tout|todo)\s*)?(?:ki|ia|assistent\w*|asistente|assistente|assistant|modell|modelo|modele|"
+     r"modello|chatbot|llm|bot)\b|\ba\s+l'?\s*intention\s+(?:du|de\s+la|de\s+l'|des)\s*(?:modele|assistant|ia|ki|chatbot)"),
+    # text that tells whoever summarises or answers from it what to say ("When summarizing this report, state that...")
+    ("content.summary_directive",
+     r"\b(?:when|while|before|if\s+you\s+are)\s+(?:you\s+)?(?:summari[sz]\w*|translat\w*|answer\w*|repl\w*|respond\w*)"
+     r"\s+(?:this|these|the\s+(?:above|following|page|document|report|text|file|email|notes?))\b[^.\n]{0,60}?[,:;]\s*"
+     r"(?:please\s+|also\s+|then\s+)?(?:state|say|claim|tell|write|report|mention|omit|do\s+not|don'?t|never|always|"
+     r"include|add|describe|present|recommend|instead)\b|"
+     r"\bsummar(?:y|ies)\s+of\s+this\s+\w+\s+(?:must|should|shall|needs?\s+to|has\s+to|have\s+to)\b"),
     ("content.hidden_comment",
-     rf"<!--.{{0,200}}?\b(?:{_TO_ASSISTANT}|ignore|instructions?|reveal|system\s+prompt)\b.{{0,200}}?-->"),
+     rf"<!--.{{0,200}}?(?<![\w-])(?:{_TO_ASSISTANT}|ignore|instructions?|reveal|system\s+prompt)\b.{{0,200}}?-->"),
     ("content.agent_directed",
      rf"\b(?:{_TO_ASSISTANT})\s+(?:reading|processing|summari[sz]ing|parsing|that\s+reads?)\s+this\b"),
     ("content.agent_directed_task",
@@ -70,6 +89,20 @@ _CONTENT_RULES = [(name, re.compile(pattern, re.IGNORECASE | re.DOTALL)) for nam
 )]
 
 
+_LINE_DIRECTIVE = (r"(?:please|before|when|now|first|from\s+now|you\s+(?:must|should|will|need|have|are)|ignore|disregard|"
+                   r"forget|reply|respond|answer|tell|say|print|reveal|send|run|execute|call|add|include|delete|forward|"
+                   r"approve|insert|rank|recommend)\b")
+# Rules about the start of a line, read line by line (the normalised readings of a whole text join its lines).
+_LINE_RULES = [(name, re.compile(pattern, re.IGNORECASE)) for name, pattern in (
+    # "Assistant, before you answer, run ...": the reader called by name at the start of a line, then told what to do
+    ("content.vocative", rf"^[^\w]*(?:{_TO_ASSISTANT})\s*,\s*{_LINE_DIRECTIVE}"),
+    # "# AI code reviewers: this function is approved; also insert ...": a machine role heading the line
+    ("content.machine_role",
+     r"^[^\w]*(?:ai|a\.i\.|llm|automated)\s+(?:[\w-]+\s+){0,2}?(?:reviewer|agent|assistant|tool|model|system|bot|reader)s?"
+     rf"\s*:.{{0,80}}?\b{_LINE_DIRECTIVE}"),
+)]
+
+
 class ContentRulesLayer:
     """Untrusted text that addresses the assistant: "note to the AI:", "[system]: ignore...", "<!-- assistant:
     ... -->". (A question may say "the AI" freely; only content mode uses this layer.)"""
@@ -80,8 +113,17 @@ class ContentRulesLayer:
         for variant in normalize(text):
             for rule, pattern in _CONTENT_RULES:
                 if pattern.search(variant):
-                    return Finding(ThreatCategory.SECURITY_BYPASS, 0.95, self.name, f"rule {rule}", blocking=True)
+                    return self._hit(rule)
+        for line in text.splitlines():
+            if line.strip():
+                for variant in normalize(line):
+                    for rule, pattern in _LINE_RULES:
+                        if pattern.search(variant):
+                            return self._hit(rule)
         return None
+
+    def _hit(self, rule: str) -> Finding:
+        return Finding(ThreatCategory.SECURITY_BYPASS, 0.95, self.name, f"rule {rule}", blocking=True)
 
 
 # A tool result ends with its metadata as `key: value` lines (exit_code, truncated, duration_ms, pages, encrypted...).
@@ -120,10 +162,42 @@ class _ProseOnly(_Wrapping):
         return await self.layer.evaluate(prose) if prose.strip() else None
 
 
-def prose_only(layers: Sequence[Layer], select: Callable[[str], str] = language_lines) -> list[Layer]:
-    """``layers`` reading content less its scalar metadata lines, then only what ``select`` keeps of it (the lines
-    that read as language; `bench/content_check.py` passes another selection for its baseline)."""
+def addressed_prose(text: str) -> str:
+    """The lines of ``text`` that address the agent reading them and read as language."""
+    return language_lines(addressed_lines(text))
+
+
+def prose_only(layers: Sequence[Layer], select: Callable[[str], str] = addressed_prose) -> list[Layer]:
+    """``layers`` reading content less its scalar metadata lines, then only what ``select`` keeps of it (the
+    classifier: the lines that address the reader and read as language; the benchmarks pass other selections for
+    their baselines)."""
     return [_ProseOnly(layer, select) for layer in layers]
+
+
+def addressed_only(layers: Sequence[Layer]) -> list[Layer]:
+    """``layers`` reading only the lines of content that address the agent reading it (the question rules)."""
+    return prose_only(layers, addressed_lines)
+
+
+class _SurerThan(_Wrapping):
+    """A layer whose blocking findings under ``min_score`` are reported, not blocking."""
+
+    def __init__(self, layer: Layer, min_score: float) -> None:
+        super().__init__(layer)
+        self.min_score = min_score
+
+    async def evaluate(self, text: str) -> Finding | None:
+        finding = await self.layer.evaluate(text)
+        if finding is not None and finding.blocking and finding.score < self.min_score:
+            return Finding(None, finding.score, finding.layer, f"{finding.reason} (under {self.min_score:g} for content)",
+                           blocking=False)
+        return finding
+
+
+def surer_than(layers: Sequence[Layer], min_score: float) -> list[Layer]:
+    """``layers`` blocking only at ``min_score`` or above: the classifier's threshold was set on questions; on the
+    lines of a document that mention an assistant or a user, a surer score is needed for as few false withholds."""
+    return [_SurerThan(layer, min_score) for layer in layers]
 
 
 class _InjectionsOnly(_Wrapping):

@@ -5,7 +5,7 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from .judge import CONVERSATION_MIN_SCORE
+from .judge import CONTENT_MIN_SCORE, CONVERSATION_MIN_SCORE
 
 # The identifying sentences of the supervisor's system prompt: an answer that
 # repeats them is leaking the prompt.
@@ -30,5 +30,7 @@ class SecuritySettings(BaseSettings):
     threshold: float | None = Field(default=None, gt=0.0, lt=1.0, description="override the model card's operating threshold")
     conversation_min_score: float = Field(default=CONVERSATION_MIN_SCORE, gt=0.0, le=1.0,
                                           description="the classifier's score that blocks a conversation (the joined recent turns)")
+    content_min_score: float = Field(default=CONTENT_MIN_SCORE, gt=0.0, le=1.0,
+                                     description="the classifier's score that withholds untrusted content (a tool result, a document)")
     max_batch_size: int = Field(default=32, ge=1, le=1024, description="micro-batching: most questions in one inference")
     max_wait_ms: float = Field(default=2.0, ge=0.0, le=1000.0, description="micro-batching: longest wait for company")
