@@ -68,7 +68,7 @@ _CONTENT_RULES = [(name, re.compile(pattern, re.IGNORECASE | re.DOTALL)) for nam
      r"modello|chatbot|llm|bot)\b|\ba\s+l'?\s*intention\s+(?:du|de\s+la|de\s+l'|des)\s*(?:modele|assistant|ia|ki|chatbot)"),
     # text that tells whoever summarises or answers from it what to say ("When summarizing this report, state that...")
     ("content.summary_directive",
-     r"\b(?:when|while|before|if\s+you\s+are)\s+(?:you\s+)?(?:summari[sz]\w*|translat\w*|answer\w*|repl\w*|respond\w*)"
+     r"\b(?:when|while|before|if\s+you\s+are)\s+(?:you\s+)?(?:summari[sz]\w*|translat\w*)"
      r"\s+(?:this|these|the\s+(?:above|following|page|document|report|text|file|email|notes?))\b[^.\n]{0,60}?[,:;]\s*"
      r"(?:please\s+|also\s+|then\s+)?(?:state|say|claim|tell|write|report|mention|omit|do\s+not|don'?t|never|always|"
      r"include|add|describe|present|recommend|instead)\b|"
