@@ -21,13 +21,28 @@ from .normalize import normalize
 __all__ = ["addressed_lines", "addresses_reader"]
 
 _PROCESS = (r"(?:read|process|summari[sz]|pars|handl|review|screen|evaluat|ingest|index|analy[sz]|translat|scan|run|"
-            r"execut)\w*")
-# Who may be reading: a machine by name (not "ai" inside a URL or a path: onnx.ai, docs/ai/), or a model, agent or
-# system described by what it does with the text.
-_READER = (r"(?<![./\w-])ai(?![./]\w)|a\.i\.|assistants?|chat\s?bots?|bots?|llms?|gpts?|copilots?|language\s+models?|"
-           r"ki|ia|asistente|assistente|modele|modelo|modell|automation|automated|"
-           rf"(?:reader|{_PROCESS}|screening|search|coding|code|ai|llm)\s+(?:models?|agents?|systems?)|"
-           rf"(?:the|any|an|this|every)\s+(?:models?|agents?)\s+(?:that\s+|which\s+|who\s+)?{_PROCESS}|reader")
+            r"execut|work|operat|manag|produc)\w*")
+# A machine reader by name (not "ai" inside a URL or a path: onnx.ai, docs/ai/)...
+_MACHINE = (r"(?:(?<![./\w-])ai(?![./]\w)|a\.i\.|assistants?|chat\s?bots?|bots?|llms?|gpts?|copilots?|language\s+models?|"
+            r"chatgpt|claude|gemini|llama|mistral|"
+            r"ki|ia|asistente|assistente|assistenten|modele|modelo|modell|automation|(?:modele|modelo|modello)\s+(?:de\s+)?(?:langage|"
+            r"lenguaje|linguagem|linguistico)|sprachmodell|(?:ai|llm|automated)[\w-]*\s+(?:[\w-]+\s+)?"
+            r"(?:models?|agents?|systems?|tools?|readers?|reviewers?|screeners?))")
+# ...in a construction that speaks to it, not about it ("the assistant will transfer you" describes a product): called
+# ("to/for/dear/hey the AI", "Assistant," "AI agents:"), picked out by what it does with this text ("assistant analysing
+# these logs", "the model that reads this"), told what it must do, or asked to be one ("if you are an AI").
+_READER = (rf"(?:(?:to|for|dear|hey|hi|hello|attention)\s+(?:the\s+|any\s+|all\s+|an?\s+|every\s+|whatever\s+)?|@\s*|"
+           # the same in the other languages of the security data ("für die KI", "à l'assistant", "para el asistente")
+           rf"(?:fur|an)\s+(?:die|den|das)\s+|(?:a|pour)\s+(?:l'\s*|le\s+|la\s+)|(?:para|per)\s+(?:el|la|o|a|il|l')\s*|(?:al|ao)\s+|"
+           rf"aan\s+de\s+)(?:[\w-]+\s+){{0,2}}?{_MACHINE}|"
+           rf"{_MACHINE}\s+(?:override|instructions?|note|notice|message|prompt)\b|"
+           rf"(?:^|[^\w\s'\"-]\s*|-\s+){_MACHINE}\s*[,:]|"
+           rf"{_MACHINE}\s+(?:that\s+|which\s+|who\s+)?(?:is\s+|are\s+)?{_PROCESS}\s+(?:\w+\s+){{0,2}}?(?:this|these|the\s+above)|"
+           rf"(?:the|any|an|this|every)\s+(?:models?|agents?)\s+(?:that\s+|which\s+|who\s+)?{_PROCESS}\s+(?:\w+\s+){{0,2}}?(?:this|these)|"
+           rf"{_MACHINE}\s+(?:must|should|shall|has\s+to|have\s+to|needs?\s+to|is\s+(?:required|instructed)\s+to|will\s+now)|"
+           rf"(?:if\s+you(?:'re|\s+are)|as)\s+(?:an?\s+|the\s+)?(?:[\w-]+\s+){{0,2}}?{_MACHINE}|"
+           rf"(?:whoever|whatever|anyone|anything|any\s+(?:tool|system|program|reader))\s+(?:or\s+\w+\s+)?(?:is\s+)?{_PROCESS}|"
+           r"reader\s+(?:models?|agents?)")
 # The conversation the text lands in, and what overrides it. "The user" alone is everywhere in documentation ("notifies
 # the user"); an injection tells the user something or wants what the user said.
 _CONVERSATION = (
@@ -35,14 +50,26 @@ _CONVERSATION = (
     r"(?:tell|inform|ask|show|give|send|remind|convince|warn|direct|redirect|assure)\s+the\s+user|"
     r"the\s+user'?s\s+(?:real|actual|last|previous|next|true|original|private|personal|data|messages?|request|question|"
     r"history)|(?:what|everything|anything|all)\s+the\s+user\s+(?:said|typed|wrote|asked|shared|sent|entered)|"
+    r"(?:respond|reply|answer|say|write)\s+(?:only\s+)?to\s+the\s+user|(?:response|reply|answer|message)\s+(?:to|for)\s+the\s+user|"
+    # a fake end of the data, then what follows it ("END OF CONTEXT. Next instruction:")
+    r"end\s+of\s+(?:the\s+)?(?:context|document|input|data|file|text|tool\s+output|search\s+results?|page|email)|"
+    r"(?:next|new|real|actual|updated|true)\s+(?:instructions?|task)|"
+    # the answer fixed in advance, or the verdict on the document itself ("rank this candidate first")
+    r"the\s+(?:answer|reply|response)\s+to\s+(?:any|every|all)\s+(?:questions?|quer(?:y|ies)|requests?)|"
+    r"(?:rank|rate|score|grade|recommend|select|shortlist|approve|accept|prefer)\s+this\s+(?:candidate|applicant|paper|"
+    r"submission|vendor|supplier|proposal|application|product|resume|cv|essay|bid|offer|company|loan)|"
+    r"(?:by|when|while|before|after|on)\s+(?:processing|reading|summari[sz]ing|analy[sz]ing|parsing|ingesting|translating|"
+    r"handling)\s+this|"
     r"(?:this|the|previous)\s+(?:conversation|chat\s+session)|system\s+prompt|"
     r"(?:before|when|while)\s+(?:you\s+)?(?:answer|repl|respond|summari[sz])\w*|summari[sz]ing\s+this|"
-    r"summar(?:y|ies)\s+of\s+this|whoever\s+(?:reads|processes|summari[sz]es|handles)|"
+    r"summar(?:y|ies)\s+of\s+this|whatever\s+the\s+(?:request|question|task)|"
     r"(?:ignore|disregard)\s+(?:(?:all|any|the|your|these|those|of)\s+){0,3}(?:previous|prior|above|earlier|preceding|"
     r"original|everything|instructions|rules|guidance|guidelines|prompt|question|user|request|system|"
     r"(?:text|message|content|words)\s+(?:above|before))|"
     r"new\s+(?:task|instructions?)|(?:^|[\[(<])\s*system\s*:|your\s+(?:reply|answer|response|instructions|rules|task|guidelines|summary)")
-_ADDRESS = re.compile(rf"\b(?:{_READER}|{_CONVERSATION})\b", re.IGNORECASE | re.MULTILINE)
+# A chat template's own markers: text written in the model's input format.
+_TEMPLATE = r"<\|?(?:im_start|im_end|system|endoftext)\|?>|\[/?inst\]|<</?sys>>|</?tool_(?:output|result|call)>"
+_ADDRESS = re.compile(rf"(?<!\w)(?:{_READER}|{_CONVERSATION})(?!\w)|{_TEMPLATE}", re.IGNORECASE | re.MULTILINE)
 
 
 def addresses_reader(line: str) -> bool:
