@@ -78,3 +78,18 @@ def test_addressed_lines_keeps_only_those_lines_in_order():
     text = "\n".join([NOT_ADDRESSING[0], ADDRESSING[0], NOT_ADDRESSING[1], ADDRESSING[1]])
     assert addressed_lines(text) == f"{ADDRESSING[0]}\n{ADDRESSING[1]}"
     assert addressed_lines("\n".join(NOT_ADDRESSING)) == ""
+
+
+# Repetitions of the patterns' own prefixes, at the contract's 20,000 characters: the content rules and the address
+# patterns are bounded (no nested unbounded repeats), so these finish like any text and give a verdict.
+HOSTILE = ["assistant " * 2000, "to the ai " * 2000, "whoever is reading this " * 800, "summaries of this document " * 700,
+           "note for " * 2500, "a" * 20_000, "Assistant, please\n" * 1100, "end of the document " * 1000,
+           "if you are an ai " * 1200, "a l' " * 4000]
+
+
+@pytest.mark.parametrize("text", [t[:20_000] for t in HOSTILE], ids=[t[:12] for t in HOSTILE])
+async def test_hostile_input_gets_a_verdict(text):
+    from meshward.security.judge import ContentRulesLayer
+
+    addressed_lines(text)
+    await ContentRulesLayer().evaluate(text)
