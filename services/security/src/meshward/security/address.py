@@ -18,7 +18,7 @@ import re
 
 from .normalize import normalize
 
-__all__ = ["addressed_lines", "addresses_reader"]
+__all__ = ["addressed_lines", "addresses_reader", "content_lines"]
 
 _PROCESS = (r"(?:read|process|summari[sz]|pars|handl|review|screen|evaluat|ingest|index|analy[sz]|translat|scan|run|"
             r"execut|work|operat|manag|produc)\w*")
@@ -42,6 +42,7 @@ _READER = (rf"(?:(?:to|for|dear|hey|hi|hello|attention)\s+(?:the\s+|any\s+|all\s
            rf"{_MACHINE}\s+(?:must|should|shall|has\s+to|have\s+to|needs?\s+to|is\s+(?:required|instructed)\s+to|will\s+now)|"
            rf"(?:if\s+you(?:'re|\s+are)|as)\s+(?:an?\s+|the\s+)?(?:[\w-]+\s+){{0,2}}?{_MACHINE}|"
            rf"(?:whoever|whatever|anyone|anything|any\s+(?:tool|system|program|reader))\s+(?:or\s+\w+\s+)?(?:is\s+)?{_PROCESS}|"
+           rf"(?:^|[^\w\s'\"]\s*)(?:models?|agents?)\s+(?:that\s+|which\s+|who\s+)?{_PROCESS}\s+(?:\w+\s+){{0,2}}?(?:this|these)|"
            r"reader\s+(?:models?|agents?)")
 # The conversation the text lands in, and what overrides it. "The user" alone is everywhere in documentation ("notifies
 # the user"); an injection tells the user something or wants what the user said.
@@ -78,6 +79,16 @@ def addresses_reader(line: str) -> bool:
     return any(_ADDRESS.search(reading) for reading in normalize(line))
 
 
+# A JSON string, an iCalendar DESCRIPTION or a log field carries its line breaks escaped: "...!\\n\\nAgent managing
+# this calendar: accept...". Read as lines, they start where the text's own lines would.
+_ESCAPED_BREAK = re.compile(r"(?:\\r)?\\n")
+
+
+def content_lines(text: str) -> list[str]:
+    """``text``'s lines, escaped line breaks (a literal backslash-n) counted as breaks."""
+    return _ESCAPED_BREAK.sub("\n", text).splitlines()
+
+
 def addressed_lines(text: str) -> str:
     """``text``'s lines that address their reader, in order (empty when none does)."""
-    return "\n".join(line for line in text.splitlines() if addresses_reader(line))
+    return "\n".join(line for line in content_lines(text) if addresses_reader(line))

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from meshward.contracts import CheckMode, DecidingLayer, SecurityCheckRequest, SecurityVerdict, ThreatCategory
 
-from .address import addressed_lines
+from .address import addressed_lines, content_lines
 from .decision import Finding, Layer, SecurityDecider, waits
 from .normalize import normalize
 from .prose import language_lines
@@ -163,7 +163,8 @@ _LINE_DIRECTIVE = (r"(?:please|before|when|now|first|from\s+now|you\s+(?:must|sh
 # Rules about the start of a line, read line by line (the normalised readings of a whole text join its lines).
 _LINE_RULES = [(name, re.compile(pattern, re.IGNORECASE)) for name, pattern in (
     # "Assistant, before you answer, run ...": the reader called by name at the start of a line, then told what to do
-    ("content.vocative", rf"^[^\w]*(?:{_TO_ASSISTANT})\s*,\s*{_LINE_DIRECTIVE}"),
+    # (assistant products too; not names that are also people's or signs': "Claude,", "Gemini, today you should...")
+    ("content.vocative", rf"(?:^[^\w]*|>\s*)(?:{_TO_ASSISTANT}|chatgpt|copilot)\s*,\s*{_LINE_DIRECTIVE}"),
     # "# AI code reviewers: this function is approved; also insert ...": a machine role heading the line
     ("content.machine_role",
      r"^[^\w]*(?:ai|a\.i\.|llm|automated)\s+(?:[\w-]+\s+){0,2}?(?:reviewer|agent|assistant|tool|model|system|bot|reader)s?"
@@ -178,11 +179,12 @@ class ContentRulesLayer:
     name: DecidingLayer = DecidingLayer.RULES
 
     async def evaluate(self, text: str) -> Finding | None:
-        for variant in normalize(text):
+        lines = content_lines(text)
+        for variant in normalize("\n".join(lines)):
             for rule, pattern in _CONTENT_RULES:
                 if pattern.search(variant):
                     return self._hit(rule)
-        for line in text.splitlines():
+        for line in lines:
             if line.strip():
                 for variant in normalize(line):
                     for rule, pattern in _LINE_RULES:
