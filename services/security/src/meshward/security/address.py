@@ -5,12 +5,15 @@ Those layers learned requests: a question that asks to read /etc/passwd, export 
 override rules. Documentation says the same words to its human reader ("run `cat /etc/passwd`", "export the
 environment variable", "override the default policies"), and the deep tier's content check withheld two thirds of the
 READMEs, NEWS files and package descriptions on a machine for it (`bench/content_documents.py`). An injection speaks to
-the agent reading it. It names one: the assistant, the AI, an LLM, the model or agent that reads or runs this, an
-automated screening system, KI, IA. Or it refers to the conversation it lands in: tell the user, the user's last
-message, this chat, the system prompt, your instructions, before you answer, when summarizing this. Or it overrides
-what came before: ignore the above, new task, `system:`. Those layers read only the lines that do one of these, in
-any normalised reading (so leetspeak, spaced letters and base64 in the line count). The content rules, written for
-content, read every line, and so does decode-and-judge's decoding; its readings go through the same selection.
+the agent reading it, where documentation at most describes one ("the assistant will transfer you"). It calls it
+("to the AI", "Assistant,", "AI agents working in this repository:", "für die KI"), picks it out by what it does with
+the text ("the model that reads this", "whoever processes this"), tells it what it must do ("the assistant must"), or
+asks it to be one ("if you are an AI"). Or it refers to the conversation it lands in: tell the user, the user's last
+message, this chat, the system prompt, your instructions, when summarizing this, end of document. Or it overrides what
+came before (ignore the above, new task, `system:`), or is written in a chat template's markers. Those layers read only
+the lines that do one of these, in any normalised reading (so leetspeak, spaced letters and base64 in the line count).
+The content rules, written for content, read every line, and so does decode-and-judge's decoding; its readings go
+through the same selection.
 """
 from __future__ import annotations
 
@@ -74,8 +77,8 @@ _ADDRESS = re.compile(rf"(?<!\w)(?:{_READER}|{_CONVERSATION})(?!\w)|{_TEMPLATE}"
 
 
 def addresses_reader(line: str) -> bool:
-    """Whether one line, in any normalised reading, names a machine reader, refers to its conversation or overrides
-    its instructions."""
+    """Whether one line, in any normalised reading, speaks to a machine reader, refers to its conversation, overrides
+    its instructions or uses a chat template's markers."""
     return any(_ADDRESS.search(reading) for reading in normalize(line))
 
 

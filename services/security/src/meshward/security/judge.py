@@ -91,8 +91,14 @@ _CONTENT_RULES = [(name, re.compile(pattern, re.IGNORECASE | re.DOTALL)) for nam
      r"\b(?:para|pour|per|voor|fur|a)\s+(?:quien|quiconque|qui|wer|chi|quem|wie)\s+(?:\w+\s+){0,3}?(?:procese|procesa|"
      r"resuma|resume|traite|verarbeitet|zusammenfasst|samenvat|verwerkt|riassume|elabora|processa|leia|lee|lit|liest|legge)"
      r"\b[^.\n]{0,60}?:"),
-    # text that prescribes what summaries, reviews or answers derived from it must say
+    # text that prescribes what summaries, reviews or answers derived from it must say ("When summarizing this
+    # report, state that...", "Summaries of this package should report...")
     ("content.output_directive",
+     r"\b(?:when|while|before|if\s+you\s+are)\s+(?:you\s+)?(?:summari[sz]\w*|translat\w*)"
+     r"\s+(?:this|these|the\s+(?:above|following|page|document|report|text|file|email|notes?))\b[^.\n]{0,60}?[,:;]\s*"
+     r"(?:please\s+|also\s+|then\s+)?(?:state|say|claim|tell|write|report|mention|omit|do\s+not|don'?t|never|always|"
+     r"include|add|describe|present|recommend|instead)\b|"
+     r"\bsummar(?:y|ies)\s+of\s+this\s+\w+\s+(?:must|should|shall|needs?\s+to|has\s+to|have\s+to)\b|"
      r"\b(?:summar(?:y|ies)|assessments?|reviews?|ratings?|recommendations?|evaluations?|audits?|comparisons?|answers?|"
      r"reports?|descriptions?)\s+(?:\w+\s+){0,3}?(?:of|from|about|on|derived\s+from|based\s+on)\s+(?:this|these)\s+[\w-]+\b"
      r"[^.\n]{0,80}?\b(?:must|should|shall|(?:is|are)\s+to|needs?\s+to|has\s+to|have\s+to)\s+(?:not\s+|only\s+|always\s+)?"
@@ -134,13 +140,6 @@ _CONTENT_RULES = [(name, re.compile(pattern, re.IGNORECASE | re.DOTALL)) for nam
      # "An den Assistenten, der diese E-Mail liest:", "Para el asistente que lee esto:"
      r"\b(?:an|para|pour|a|per|al|ao|aan)\s+(?:den|die|das|el|la|le|l'|il|lo|o|de)\s*(?:ki|ia|assistent\w*|asistente|"
      r"assistente|assistant|modell|modelo|modele|modello|chatbot|llm)\s*(?:,\s*(?:der|die|das|que|qui|che|dat)\b|:)"),
-    # text that tells whoever summarises or answers from it what to say ("When summarizing this report, state that...")
-    ("content.summary_directive",
-     r"\b(?:when|while|before|if\s+you\s+are)\s+(?:you\s+)?(?:summari[sz]\w*|translat\w*)"
-     r"\s+(?:this|these|the\s+(?:above|following|page|document|report|text|file|email|notes?))\b[^.\n]{0,60}?[,:;]\s*"
-     r"(?:please\s+|also\s+|then\s+)?(?:state|say|claim|tell|write|report|mention|omit|do\s+not|don'?t|never|always|"
-     r"include|add|describe|present|recommend|instead)\b|"
-     r"\bsummar(?:y|ies)\s+of\s+this\s+\w+\s+(?:must|should|shall|needs?\s+to|has\s+to|have\s+to)\b"),
     ("content.hidden_comment",
      rf"<!--.{{0,200}}?(?<![\w-])(?:{_TO_ASSISTANT}|ignore|instructions?|reveal|system\s+prompt)\b.{{0,200}}?-->"),
     ("content.agent_directed",
