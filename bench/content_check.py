@@ -5,11 +5,12 @@ renders a tool result (none carries an instruction: every withhold is a false on
 documents of `bench/corpora/content_probe.jsonl` (written for this benchmark, never trained on): injected ones
 (`attack`) and ones that talk about assistants, models and agents without instructing one (`benign`).
 
-* before: the whole result; the classifier reads it less its scalar metadata lines;
+* before: the whole result; every rule reads it all, the classifier less its scalar metadata lines;
 * echo: as the supervisor checks it, less the data that echoes the call's own arguments (`argv`);
-* shipped: echo, and the classifier reads only the lines that read as language (`security.prose`).
+* shipped: echo, judged by the security service's own content decider (the question layers read only the lines
+  that address the agent, `security.address`; the classifier those that also read as language, `security.prose`).
 
-The rules, content rules and decode-and-judge read every line in all three. Figures only, never asserted.
+The content rules and decode-and-judge read every line in all three. Figures only, never asserted.
 
     .venv/bin/python bench/content_check.py [--show]
 """
@@ -71,7 +72,8 @@ async def _results(commands: list[str], settings: CliSettings) -> tuple[list[tup
 
 
 def _baseline_decider(classifier: ClassifierLayer, select) -> SecurityDecider:
-    """The service's content composition (`handlers._judge`) with the classifier reading another selection."""
+    """Session 14's content composition: every rule reads the whole text, the classifier reads what ``select`` keeps
+    of it at the model's threshold (the baselines of this benchmark and of `content_documents.py`)."""
     rules = RulesLayerAdapter()
     return SecurityDecider(injections_only([rules, ContentRulesLayer(), DecodeLayer([rules, classifier]),
                                             *prose_only([classifier], select)]))

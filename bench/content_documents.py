@@ -35,12 +35,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import machine  # noqa: E402
+from content_check import _baseline_decider  # noqa: E402
 from meshward.contracts import SecurityVerdict  # noqa: E402
 from meshward.security.classifier import ClassifierLayer, SecurityClassifier  # noqa: E402
-from meshward.security.decision import RulesLayerAdapter, SecurityDecider  # noqa: E402
-from meshward.security.decoding import DecodeLayer  # noqa: E402
+from meshward.security.decision import RulesLayerAdapter  # noqa: E402
 from meshward.security.handlers import _judge  # noqa: E402
-from meshward.security.judge import ContentRulesLayer, addressed_prose, injections_only, prose_only  # noqa: E402
+from meshward.security.judge import addressed_prose  # noqa: E402
 from meshward.security.prose import language_lines  # noqa: E402
 from meshward.supervisor.deep import MAX_DOCUMENT_CHARS, clip  # noqa: E402
 
@@ -79,12 +79,6 @@ def _package_docs() -> list[tuple[str, str]]:
     return sorted(docs)
 
 
-def _before(classifier: ClassifierLayer) -> SecurityDecider:
-    rules = RulesLayerAdapter()
-    return SecurityDecider(injections_only([rules, ContentRulesLayer(), DecodeLayer([rules, classifier]),
-                                            *prose_only([classifier], language_lines)]))
-
-
 def _why(v: SecurityVerdict) -> str:
     return v.reason.split(":")[0] if str(v.layer) == "rules" else str(v.layer)
 
@@ -103,7 +97,7 @@ async def main() -> None:
         sets[probe.removesuffix(".jsonl")] = [(row["family"], row["text"], row["label"]) for row in rows]
     model = SecurityClassifier.load(device="cpu")
     layer = ClassifierLayer(model, max_batch_size=32, max_wait_ms=2.0)
-    configs = {"before": _before(layer), "shipped": _judge(RulesLayerAdapter(), [], [layer]).content}
+    configs = {"before": _baseline_decider(layer, language_lines), "shipped": _judge(RulesLayerAdapter(), [], [layer]).content}
     print(f"machine: {machine()}; security model {model.model_info.version} (threshold {model.threshold:.3f})")
     try:
         for set_name, items in sets.items():
