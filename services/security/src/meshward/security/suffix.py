@@ -32,15 +32,18 @@ _NUMBER = re.compile(r"[-+]?[$€£]?\d[\d,.:/x×\-]*(?:%|[a-zA-Z]{1,3})?")  # 4
 # Identifiers people paste: hashes, UUIDs, tokens, paths, URLs, e-mails, versions, snake/kebab/dotted names.
 _IDENT = re.compile(r"[\w.\-/\\:@=+~#?&%]{2,}")
 _MARKUP = re.compile(r"!?\[[^\]]{0,80}\]\([^)\s]{1,200}\)[.,;:!?]?|<\w+(?:\s[^>]*)?/?>|</\w+>")  # links, tags
-_CALL = re.compile(r"[A-Za-z_][\w.]*\([\w.,'\"=\- ]*\)[.,;:]?")  # range(10), os.path.join(a,b)
+_CALL = re.compile(r"[\"'`]?[A-Za-z_][\w.$]*\([\w.,'\"=\-: ]*\)[\"'`]?[.,;:]?")  # range(10), "f.length()", Main.java:17
 _MORSE = re.compile(r"[.\-/|]+")
 # A line of code or log: its shape is its own. Judged by how it starts and ends, not by symbols inside it, so
 # that a request with a suffix glued on is still prose.
 _CODE_LINE = re.compile(
-    r"^\s{4,}\S|^\s*(?:[$#>]\s|def |class |import |from \w+ import|return\b|if \(|for \(|while \(|const |let |"
+    r"^\s*(?:[$#>]\s|def |class |import |from \w+ import|return\b|if \(|for \(|while \(|const |let |"
     r"var |function\b|public |private |SELECT |INSERT |UPDATE |[{}\]]|//|/\*|\*/|--\s|@\w+|\w+\s*=\s*[\w\[{(\"'])|"
     r"\{\s*$|^\s*(?:\d{4}-\d{2}-\d{2}|\[?\d{2}:\d{2}:\d{2}|\[?(?:INFO|WARN(?:ING)?|ERROR|DEBUG|TRACE|FATAL)\b|"
     r"at [\w.$]+\(|File \"|Traceback|[\w-]+\[\d+\]:|kernel:|[|+]-)")
+
+
+_INDENTED = re.compile(r"\s{4,}\S")
 
 
 def _regular(token: str) -> bool:
@@ -64,11 +67,16 @@ def suffix_score(text: str) -> tuple[float, str]:
     best, where = 0.0, ""
     tokens: list[str] = []
     fenced = False
-    for line in unicodedata.normalize("NFKC", text[:MAX_INPUT_CHARS]).translate(_CLEAN_TABLE).splitlines():
+    # Lines first: the clean table turns line breaks into spaces, and a code or log line is judged as a line.
+    lines = [raw.translate(_CLEAN_TABLE) for raw in unicodedata.normalize("NFKC", text[:MAX_INPUT_CHARS]).splitlines()]
+    indented = [bool(_INDENTED.match(line)) for line in lines]
+    for i, line in enumerate(lines):
         if line.lstrip().startswith("```"):
             fenced = not fenced
             continue
-        if fenced or _CODE_LINE.search(line):
+        # An indented line is code when it is part of an indented block; a lone one is read as prose.
+        in_block = indented[i] and ((i > 0 and indented[i - 1]) or (i + 1 < len(lines) and indented[i + 1]))
+        if fenced or in_block or _CODE_LINE.search(line):
             continue
         tokens.extend(line.split())
     if len(tokens) < _MIN_IRREGULAR:
