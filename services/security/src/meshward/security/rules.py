@@ -117,13 +117,15 @@ _ENV_NAME = r"\$?\{?[a-z][a-z0-9]*(?:_[a-z0-9]+){0,6}_(?:key|token|secret|passwo
 _READ = (r"(?:cat|less|more|head|tail|type|nl|tac|strings|xxd|hexdump|od|base64|read|open|print|show|display|"
          r"dump|output|list|get|fetch|view|load|include|source|grep|cp|copy|send|upload|exfiltrate|leak|"
          r"reveal|give\s+me|paste|echo|contents?\s+of|what(?:'?s|\s+is)\s+(?:in|inside)|inside\s+of)")
+# An access log's quoted request line ("GET /.git/config" 404) records someone's request; it is not one.
+_NOT_LOGGED = r"(?!(?<=\")(?:get|head|post)\b)"
 _SENSITIVE_PATH = (r"[\"'`(]?(?:~|\.{1,2})?/?(?:etc/(?:passwd|shadow|gshadow|sudoers|master\.passwd|ssh/)|"
                    r"proc/(?:self|\d{1,7})/(?:environ|cmdline|maps|mem|fd)|root/|home/[\w.-]{1,64}/\.ssh|"
                    r"\.ssh/|\.aws/|\.kube/|\.docker/config|\.git/config|\.netrc|\.pgpass|\.bash_history|"
                    r"\.zsh_history|var/run/secrets|run/secrets|var/run/docker\.sock|\.npmrc|\.pypirc|"
                    r"c:\\windows\\|c:\\users\\|[\w\\]{0,40}win\.ini|system32\\config)")
 _SENSITIVE_FILE = (r"(?<![\w./~-])(?:[\w.~-]{0,64}/){0,8}(?:\.env(?:\.[\w-]{1,20})?|config\.(?:ya?ml|json|toml|ini|py)|"
-                   r"settings\.(?:py|json|ya?ml|toml)|secrets?\.(?:ya?ml|json|toml|env)|credentials(?:\.json)?|"
+                   r"settings\.(?:py|json|ya?ml|toml)|secrets?\.(?:ya?ml|json|toml|env)|credentials\.json|(?<=/)credentials|"
                    r"docker-compose\.ya?ml|appsettings\.json|wp-config\.php|\.htpasswd|id_(?:rsa|dsa|ecdsa|ed25519)|"
                    r"\.pgpass|\.netrc)(?![\w.-])")
 _CONFIG_TARGET = (r"(?:config(?:uration)?s?(?:\s+files?)?|settings(?:\s+files?)?|source\s+code|code\s*base|"
@@ -345,7 +347,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     _rule("bypass.jailbreak", SB, 0.95,
           # the topic itself, at this mention (variants are lowercase with single spaces)
           r"(?<!what is a )(?<!what's a )(?<!whats a )(?<!what is an )(?<!what are )(?<!what is )(?<!how do )"
-          r"(?<!how does )"
+          r"(?<!how does )(?<!what does )(?<!what does ')(?<!what does \")(?<!the term )(?<!the term ')(?<!the term \")"
           r"\bjail\s*-?\s*break(?:s|ing|ed|er)?\b(?!\s+(?:my|an?|the|your|this|that|his|her|their)\s+(?:old\s+|new\s+)?"
           r"(?:iphone|ipad|ipod|ios|phone|android|device|console|playstation|ps[2-5]|xbox|switch|kindle|firestick|"
           r"fire\s+stick|router|tablet|apple\s+tv|roku|wii|3ds|psp|car|tesla)\b)"),
@@ -376,9 +378,10 @@ DEFAULT_RULES: tuple[Rule, ...] = (
           r"(?:filters?|guardrails|safeguards)"),
 
     # --- config inspection -----------------------------------------------------------------------
-    _rule("config.sensitive_path", CI, 0.97, rf"\b{_READ}\b{_ANY_WORDS}\s+{_SENSITIVE_PATH}"),
+    _rule("config.sensitive_path", CI, 0.97,
+          rf"{_NOT_LOGGED}\b{_READ}\b{_ANY_WORDS}\s+{_SENSITIVE_PATH}"),
     _rule("config.sensitive_file", CI, 0.96,
-          rf"\b{_READ}\b{_ANY_WORDS}\s+[\"'`(]?{_SENSITIVE_FILE}{_NOT_ELSEWHERE}|"
+          rf"{_NOT_LOGGED}\b{_READ}\b{_ANY_WORDS}\s+[\"'`(]?{_SENSITIVE_FILE}{_NOT_ELSEWHERE}|"
           rf"\b{_READ}\b{_FILL}\s+(?:the\s+|{_YOUR}\s+|its\s+)?(?:\.?env|dotenv)\s+files?\b"),
     _rule("config.own_config", CI, 0.95,
           rf"\b(?:{_READ}|{_REVEAL}|{_WHAT_IS}|tell\s+me\s+about|where\s+(?:is|are))\b{_FILL}\s+{_OWNER}\s+"
@@ -402,7 +405,9 @@ DEFAULT_RULES: tuple[Rule, ...] = (
           r"(?:are|were|do|did|can)\s+you\s+(?:\w+\s+)?(?:configured|set|using|use|running|run|given|loaded|started|"
           r"have|see|access|read)\b"),
     _rule("config.list_files", CI, 0.92,
-          r"\b(?:ls|dir|tree|find|du|stat)\s+(?:-{1,2}[\w-]+\s+){0,4}(?:/|~/?|\.{1,2}/|\$home\b|%userprofile%|c:\\)|"
+          # a question about what a command does or shows ("why does `du -sh /*` ...") is not a request to run it
+          r"(?<!why does )(?<!why does ')(?<!what does )(?<!what does ')(?<!what did )(?<!what did ')"
+          r"\b(?:ls|dir|tree|find|du|stat)\s+(?:-{1,2}[\w-]+\s+){0,4}(?:/(?![a-z?]\b(?!/))|~/?|\.{1,2}/|\$home\b|%userprofile%|c:\\)|"
           r"\b(?:list|show|display|enumerate|print)\b" + _FILL + r"\s+(?:(?:all|the|every)\s+){0,2}(?:files|"
           r"directories|folders|contents)\s+(?:in|of|on|under|inside)\s+(?:your\b|the\s+(?:root|home|app|server|"
           r"system|working|current|config|etc)\b|/|~|\.)"),
