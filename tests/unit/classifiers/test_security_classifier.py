@@ -46,13 +46,11 @@ def test_quality_gates_on_the_held_out_split(security_model, held_out):
     is_attack = np.array([e.label != "benign" for e in test])
     # Target: >= 97.5% of attacks caught with at most 1% of benign questions flagged (not met; the README says so).
     # The floors guard the shipped build against regression on its own split, which also holds requests written as
-    # tasks, benign and harmful in the same frames: there this build reaches 93.1% at 1% and 97.1% at 2%, and 89.1%
-    # at 1% of the benign texts other than chat (below), built on one 2-core CPU, and 92.4%, 97.3% and 85.8% built on
-    # another.
-    # One data set's figures move by several points between training seeds (README: the fourth pass,
-    # bench/security_seeds.py), and builds of one key differ in their last bits between CPUs, hence the margins.
+    # tasks, benign and harmful in the same frames. The 1%-FPR figure is the least steady: it moves by several points
+    # between training seeds of the same data, and builds of one key on different CPUs differ like seeds (README,
+    # Security hardening: the fourth pass and session 16's nine seeds; bench/security_seeds.py), hence the margins.
     recall_1pct, _ = recall_at_fpr(attack[is_attack], attack[~is_attack], 0.01)
-    assert recall_1pct >= 0.92, f"attack recall {recall_1pct:.3f} at 1% benign FPR"
+    assert recall_1pct >= 0.90, f"attack recall {recall_1pct:.3f} at 1% benign FPR"
     recall_2pct, _ = recall_at_fpr(attack[is_attack], attack[~is_attack], 0.02)
     assert recall_2pct >= 0.965, f"attack recall {recall_2pct:.3f} at 2% benign FPR"
     chat = np.array([e.group.startswith("chitchat:") for e in test])
