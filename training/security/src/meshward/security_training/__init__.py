@@ -25,7 +25,7 @@ DATA_HOW = (
     "Template families (data/templates.yaml x data/slots.yaml, seeded draws; encoded payloads in ten "
     "encodings, data with injected instructions, split-word smuggling, emotional framings, harmful requests "
     "and their hard negatives: pasted logs, code, documents, security and help questions), hand-written examples "
-    "(data/handwritten.yaml) and benign chat (a 9,000-message Chit Chat dataset sample). A seeded share gets an obfuscated copy "
+    "(data/handwritten.yaml) and benign chat (a 3,000-message Chit Chat dataset sample). A seeded share gets an obfuscated copy "
     "(leetspeak, homoglyphs, zero-width characters, spaced letters, case, typos; benign as often as attacks); 'eval-only hidden' copies hide "
     "the text in base64, hex or Unicode tag characters behind a harmless carrier and are scored through the "
     "run-time decoding views, never trained on; the model is trained on the run-time views of each example. "

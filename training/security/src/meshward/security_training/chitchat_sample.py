@@ -40,7 +40,7 @@ def messages(min_chars: int = 20, max_chars: int = 220) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lines", type=int, default=9000)
+    parser.add_argument("--lines", type=int, default=3000)
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
     pool = messages()
