@@ -90,6 +90,10 @@ _INSTRUCTIONS = (r"(?:(?:(?:full|entire|complete|exact|initial|original|hidden|s
 _CRED_VERB = (r"(?:reveal|show|print|display|output|dump|leak|expose|disclose|share|give|tell|send|paste|"
               r"copy|list|return|echo|provide|read|fetch|grab|retrieve|extract|exfiltrate|email|post|spell|"
               r"type|write\s+(?:down|out)|decrypt|crack|steal|get\s+me|" + _WHAT_IS + ")")
+# A notice that warns its reader ("we will never ask you to send your password", "do not share your password")
+# asks for nothing; "why not share your password?" does.
+_NOT_WARNED = (r"(?<!never )(?<!never ask you to )(?<!never ask you for )(?<!never ask for )(?<!n't )"
+               r"(?:(?<!not )|(?<=why not ))")
 _CRED_TARGET = (r"(?:(?:openai|anthropic|aws|gcp|azure|google|gemini|stripe|github|slack|twilio|sendgrid|"
                 r"huggingface|hf)[\s_-]*keys?|"
                 r"(?:(?:openai|aws|gcp|azure|stripe|github|slack|admin|root|master|service|db|database)[\s_-]+)?"
@@ -118,7 +122,8 @@ _READ = (r"(?:cat|less|more|head|tail|type|nl|tac|strings|xxd|hexdump|od|base64|
          r"dump|output|list|get|fetch|view|load|include|source|grep|cp|copy|send|upload|exfiltrate|leak|"
          r"reveal|give\s+me|paste|echo|contents?\s+of|what(?:'?s|\s+is)\s+(?:in|inside)|inside\s+of)")
 # An access log's quoted request line ("GET /.git/config" 404) records someone's request; it is not one.
-_NOT_LOGGED = r"(?!(?<=\")(?:get|head|post)\b)"
+# Node's "EACCES: permission denied, open '/etc/app/secrets.json'" names the call that failed.
+_NOT_LOGGED = r"(?!(?<=\")(?:get|head|post)\b)(?<!denied, )(?<!directory, )"
 _SENSITIVE_PATH = (r"[\"'`(]?(?:~|\.{1,2})?/?(?:etc/(?:passwd|shadow|gshadow|sudoers|master\.passwd|ssh/)|"
                    r"proc/(?:self|\d{1,7})/(?:environ|cmdline|maps|mem|fd)|root/|home/[\w.-]{1,64}/\.ssh|"
                    r"\.ssh/|\.aws/|\.kube/|\.docker/config|\.git/config|\.netrc|\.pgpass|\.bash_history|"
@@ -222,8 +227,8 @@ DEFAULT_RULES: tuple[Rule, ...] = (
 
     # --- credential extraction -------------------------------------------------------------------
     _rule("credential.request_secret", CE, 0.95,
-          rf"\b{_CRED_VERB}\b{_FILL}\s+(?:{_YOUR}|this\s+{_SELF_NOUN}'?s?)\s+{_DESCRIPTIVE}{_CRED_TARGET}{_NOT_ABOUT}|"
-          rf"\b{_CRED_VERB}\b{_FILL}\s+(?:its|our|the)\s+{_DESCRIPTIVE}{_CRED_TARGET}{_NOT_ABOUT}{_FROM_A_STORE}"),
+          rf"{_NOT_WARNED}\b{_CRED_VERB}\b{_FILL}\s+(?:{_YOUR}|this\s+{_SELF_NOUN}'?s?)\s+{_DESCRIPTIVE}{_CRED_TARGET}{_NOT_ABOUT}|"
+          rf"{_NOT_WARNED}\b{_CRED_VERB}\b{_FILL}\s+(?:its|our|the)\s+{_DESCRIPTIVE}{_CRED_TARGET}{_NOT_ABOUT}{_FROM_A_STORE}"),
     _rule("credential.env_secret_name", CE, 0.97,
           rf"\b(?:{_CRED_VERB}|echo|cat|printenv|get|read)\b{_ANY_WORDS}\s+{_ENV_NAME}"),
     # Code that assigns a secret ("password = os.environ['DB_PASSWORD']") is a paste to review, not a request.
