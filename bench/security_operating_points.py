@@ -29,10 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
 from _common import machine  # noqa: E402
 from ask_eval import default_corpora, read_corpus  # noqa: E402
-from meshward.security.classifier import ClassifierLayer, SecurityClassifier, ThreatScore  # noqa: E402
-from meshward.security.decision import RulesLayerAdapter  # noqa: E402
-from meshward.security.handlers import _judge  # noqa: E402
-from meshward.security.rules import RulesLayer  # noqa: E402
+from meshward.security.classifier import SecurityClassifier, ThreatScore  # noqa: E402
+from security_layers import _service_blocks  # noqa: E402
 
 CORPORA = Path(__file__).resolve().parent / "corpora"
 DEFAULT_FILES = ("question_blind.jsonl", "question_blind2.jsonl", "question_blind3.jsonl", "help_probe.jsonl",
@@ -62,16 +60,6 @@ class MeanOfBuilds:
         return [ThreatScore(s.score, s.category, s.score >= self.threshold) for s in (self._cache[t] for t in texts)]
 
 
-async def blocked(model: MeanOfBuilds, texts: list[str]) -> list[bool]:
-    layer = ClassifierLayer(model)  # type: ignore[arg-type]  # duck-typed: classify_many, threshold, clf
-    decider = _judge(RulesLayerAdapter(RulesLayer()), [], [layer]).questions
-    try:
-        verdicts = await asyncio.gather(*(decider.decide(t) for t in texts))
-    finally:
-        await layer.close()
-    return [not v.allowed for v in verdicts]
-
-
 def corpora(files: list[str]) -> dict[str, list[dict]]:
     if files:
         return {Path(f).stem: read_corpus(Path(f)) for f in files}
@@ -95,7 +83,8 @@ async def main_async(args: argparse.Namespace) -> None:
                          "corpora": {}}
             external = Counter()
             for cname, items in texts.items():
-                flags = await blocked(model, [i["text"] for i in items])
+                # duck-typed: the decision needs classify_many, threshold and clf
+                flags = list(await _service_blocks(model, [i["text"] for i in items]))  # type: ignore[arg-type]
                 counts = {label: [sum(1 for i in items if i["label"] == label),
                                   sum(1 for i, b in zip(items, flags, strict=True) if b and i["label"] == label)]
                           for label in ("attack", "harmful", "benign")}
