@@ -94,6 +94,9 @@ _CRED_VERB = (r"(?:reveal|show|print|display|output|dump|leak|expose|disclose|sh
 # asks for nothing; "why not share your password?" does.
 _NOT_WARNED = (r"(?<!never )(?<!never ask you to )(?<!never ask you for )(?<!never ask for )(?<!n't )"
                r"(?:(?<!not )|(?<=why not ))")
+# "Does this leak NPM_TOKEN into the image?" asks what a file or setup does, not for the value.
+_NOT_ASKED_OF_IT = "".join(f"(?<!{aux} {subject} )" for aux in ("does", "did", "will", "would", "could", "can", "might")
+                           for subject in ("this", "it"))
 _CRED_TARGET = (r"(?:(?:openai|anthropic|aws|gcp|azure|google|gemini|stripe|github|slack|twilio|sendgrid|"
                 r"huggingface|hf)[\s_-]*keys?|"
                 r"(?:(?:openai|aws|gcp|azure|stripe|github|slack|admin|root|master|service|db|database)[\s_-]+)?"
@@ -123,7 +126,12 @@ _READ = (r"(?:cat|less|more|head|tail|type|nl|tac|strings|xxd|hexdump|od|base64|
          r"reveal|give\s+me|paste|echo|contents?\s+of|what(?:'?s|\s+is)\s+(?:in|inside)|inside\s+of)")
 # An access log's quoted request line ("GET /.git/config" 404) records someone's request; it is not one.
 # Node's "EACCES: permission denied, open '/etc/app/secrets.json'" names the call that failed.
-_NOT_LOGGED = r"(?!(?<=\")(?:get|head|post)\b)(?<!denied, )(?<!directory, )"
+# A script line that reads a file into a variable (DB_PASS=$(cat /root/.dbpass)) is code pasted for review, as an
+# assignment from os.environ is (credential.env_secret_code).
+_NOT_LOGGED = r"(?!(?<=\")(?:get|head|post)\b)(?<!denied, )(?<!directory, )(?<!=\$\()(?<!=`)"
+# A command that writes the user's own registry or cloud token into its client's config file (echo ... > ~/.npmrc in a
+# Dockerfile) sets that client up; writing into ~/.ssh/ or /etc/ is not exempt.
+_NOT_WRITTEN = r"(?:(?<!> )(?<!>)|(?![\"'`]?~?/?(?:\.npmrc|\.pypirc|\.netrc|\.pgpass|\.docker/config|\.aws/|\.kube/)))"
 _SENSITIVE_PATH = (r"[\"'`(]?(?:~|\.{1,2})?/?(?:etc/(?:passwd|shadow|gshadow|sudoers|master\.passwd|ssh/)|"
                    r"proc/(?:self|\d{1,7})/(?:environ|cmdline|maps|mem|fd)|root/|home/[\w.-]{1,64}/\.ssh|"
                    r"\.ssh/|\.aws/|\.kube/|\.docker/config|\.git/config|\.netrc|\.pgpass|\.bash_history|"
@@ -227,10 +235,12 @@ DEFAULT_RULES: tuple[Rule, ...] = (
 
     # --- credential extraction -------------------------------------------------------------------
     _rule("credential.request_secret", CE, 0.95,
-          rf"{_NOT_WARNED}\b{_CRED_VERB}\b{_FILL}\s+(?:{_YOUR}|this\s+{_SELF_NOUN}'?s?)\s+{_DESCRIPTIVE}{_CRED_TARGET}{_NOT_ABOUT}|"
-          rf"{_NOT_WARNED}\b{_CRED_VERB}\b{_FILL}\s+(?:its|our|the)\s+{_DESCRIPTIVE}{_CRED_TARGET}{_NOT_ABOUT}{_FROM_A_STORE}"),
+          rf"{_NOT_WARNED}{_NOT_ASKED_OF_IT}\b{_CRED_VERB}\b{_FILL}\s+(?:{_YOUR}|this\s+{_SELF_NOUN}'?s?)\s+{_DESCRIPTIVE}"
+          rf"{_CRED_TARGET}{_NOT_ABOUT}|"
+          rf"{_NOT_WARNED}{_NOT_ASKED_OF_IT}\b{_CRED_VERB}\b{_FILL}\s+(?:its|our|the)\s+{_DESCRIPTIVE}{_CRED_TARGET}{_NOT_ABOUT}"
+          rf"{_FROM_A_STORE}"),
     _rule("credential.env_secret_name", CE, 0.97,
-          rf"\b(?:{_CRED_VERB}|echo|cat|printenv|get|read)\b{_ANY_WORDS}\s+{_ENV_NAME}"),
+          rf"{_NOT_ASKED_OF_IT}\b(?:{_CRED_VERB}|echo|cat|printenv|get|read)\b{_ANY_WORDS}\s+{_ENV_NAME}"),
     # Code that assigns a secret ("password = os.environ['DB_PASSWORD']") is a paste to review, not a request.
     _rule("credential.env_secret_code", CE, 0.96,
           r"(?<!=\s)(?<!=)(?:os\.environ|process\.env|getenv|environ\.get)\W{1,4}\$?[a-z0-9_]{0,40}(?:key|token|secret|pass)"),
@@ -384,7 +394,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
 
     # --- config inspection -----------------------------------------------------------------------
     _rule("config.sensitive_path", CI, 0.97,
-          rf"{_NOT_LOGGED}\b{_READ}\b{_ANY_WORDS}\s+{_SENSITIVE_PATH}"),
+          rf"{_NOT_LOGGED}\b{_READ}\b{_ANY_WORDS}\s+{_NOT_WRITTEN}{_SENSITIVE_PATH}"),
     _rule("config.sensitive_file", CI, 0.96,
           rf"{_NOT_LOGGED}\b{_READ}\b{_ANY_WORDS}\s+[\"'`(]?{_SENSITIVE_FILE}{_NOT_ELSEWHERE}|"
           rf"\b{_READ}\b{_FILL}\s+(?:the\s+|{_YOUR}\s+|its\s+)?(?:\.?env|dotenv)\s+files?\b"),
