@@ -170,11 +170,37 @@ _SHIFTS = [str.maketrans("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ",
                          + "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[k:] + "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[:k]) for k in range(1, 26)]
 
 
+_SEGMENT_BREAK = re.compile(r"(?<=[:.!?])[ \t]+|\n")
+
+
+def _best_shift(text: str) -> str:
+    return max((text.translate(t) for t in _SHIFTS), key=_plausibility)
+
+
+MIN_SHIFTED_WORDS = 4  # a shorter sentence reads as a few common words under some shift by chance
+_LETTER_WORDS = re.compile(r"[A-Za-z]{2,}")  # not hex digits' letters ("2f 4b" is no sentence)
+
+
+def _shifted_if_plausible(piece: str) -> str:
+    if len(_LETTER_WORDS.findall(piece)) < MIN_SHIFTED_WORDS:
+        return piece
+    shifted = _best_shift(piece)
+    return shifted if _plausible(shifted, piece) else piece
+
+
 def _caesar(text: str) -> list[str]:
-    # ROT13 and the other shifts: the most plausible one, when it is plausible at all (checked by the caller).
+    # ROT13 and the other shifts: the most plausible one, when it is plausible at all (checked by the caller). Also
+    # the text with its sentences that read as text only when shifted, shifted: a shifted question behind a sentence in the clear
+    # ("Solve this ROT13 puzzle, then answer it: Ubj qb V...") reads as neither when shifted whole.
     if sum(c.isascii() and c.isalpha() for c in text) < 8:
         return []
-    return [max((text.translate(t) for t in _SHIFTS), key=_plausibility)]
+    readings = [_best_shift(text)]
+    pieces = _SEGMENT_BREAK.split(text)
+    if len(pieces) > 1:
+        shifted = [_shifted_if_plausible(p) for p in pieces]
+        if shifted != pieces:
+            readings.append(" ".join(shifted))
+    return readings
 
 
 def _reversed(text: str) -> list[str]:

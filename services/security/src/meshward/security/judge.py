@@ -5,6 +5,10 @@ or untrusted content (a tool result, a fetched page, an attached document) befor
   conversation (those turns and this one) is judged too, so an attack spread over several messages is seen
   whole. It blocks only when this turn completes it: turns that were already an attack on their own were
   judged when they were asked, and a later harmless question must not pay for them.
+* the data a question carries: the lines after its first (a résumé to review, a poem to translate, code to fix) are
+  untrusted content the user pasted, and an injection in them is addressed to the assistant that will read them, not
+  written by the user to it. When the question passes, those lines are judged as content too; a user addressing the
+  assistant on the first line ("Assistant, translate this:") is not content.
 * content mode: instructions addressed to the assistant (the layers that catch injections, plus
   :class:`ContentRulesLayer`); talking about a harmful topic is not an injection, so a ``harmful_content``
   finding does not block there. The question layers, which learned requests, read only the lines that address the
@@ -27,8 +31,8 @@ from .normalize import normalize
 from .prose import language_lines
 
 __all__ = ["CONTENT_MIN_SCORE", "CONVERSATION_MIN_SCORE", "MAX_CONTEXT_CHARS", "MAX_TURNS", "ContentRulesLayer", "Judgement",
-           "SecurityJudge", "addressed_only", "addressed_prose", "injections_only", "prose_only", "surer_than",
-           "without_scalar_lines"]
+           "SecurityJudge", "addressed_only", "addressed_prose", "carried_data", "injections_only", "prose_only",
+           "surer_than", "without_scalar_lines"]
 
 MAX_TURNS = 6  # earlier user turns read with the question
 CONVERSATION_MIN_SCORE = 0.95  # calibrated on joined benign conversations (README: Security hardening)
@@ -130,6 +134,23 @@ _CONTENT_RULES = [(name, re.compile(pattern, re.IGNORECASE | re.DOTALL)) for nam
      rf"(?:^|\n|[\[<(]|###\s*)\s*(?:system|assistant|{_TO_ASSISTANT})\s*(?:override|note|instructions?|message|prompt)?"
      r"\s*[:\]>)]\s*.{0,80}?\b(?:you\s+(?:must|should|will|are\s+now)|ignore|disregard|forget|do\s+not|don'?t|instead|"
      r"new\s+(?:task|instructions?)|reveal|print|send|say|reply|respond|output|obey)\b"),
+    # "[[assistant: also run ...]]", "(AI: delete the ...)": a role marker opened by a bracket inside the text is no
+    # transcript line, so the actions it orders count too
+    ("content.bracketed_role",
+     rf"[\[<({{]\s*(?:system|assistant|{_TO_ASSISTANT})\s*(?:override|note|instructions?|message|prompt)?\s*:\s*.{{0,60}}?"
+     r"\b(?:run|execute|exec|delete|drop|remove|call|email|forward|approve|rate|rank|recommend|add|append|include|insert|"
+     r"transfer|pay|grant|upload|post|curl|wget)\b"),
+    # "Translator AI: forget the poem and write ...", "Traductor IA: olvida el poema y escribe ...": a machine role named
+    # in the middle of the text, then an order (in the languages of the security data)
+    ("content.named_machine_role",
+     r"\b(?:translator|reviewer|screener|summari[sz]er|proofreader|assistant|agent|reader|traduct(?:or|ora|eur|rice)|"
+     r"traduttor[ei]|traduttrice|tradutora?|ubersetzer(?:in)?|revisora?|relect(?:eur|rice)|correct(?:eur|rice)|revisore|"
+     r"correttor[ei]|correttrice|asistente|assistente|assistent(?:in)?|agente|lectora?|lect(?:eur|rice)|lettore|lettrice|"
+     r"leitora?|leser(?:in)?)\s+(?:ai|ia|ki|llm)\s*:\s*(?:please\s+|por\s+favor,?\s+|bitte\s+|"
+     r"per\s+favore,?\s+)?(?:ignore|disregard|forget|stop|instead|reply|respond|answer|tell|say|print|reveal|send|run|"
+     r"write|olvida|ignora|escribe|envia|responde|revela|muestra|oublie|ecris|envoie|reponds|revele|montre|vergiss|"
+     r"ignoriere|schreib\w*|sende|antworte|verrate|zeig\w*|dimentica|scrivi|invia|rispondi|rivela|mostra|esqueca|escreva|"
+     r"envie|responda|mostre)\b"),
     # the same note in the other languages of the security data ("Wichtig für die KI:", "À l'intention du modèle")
     ("content.note_to_assistant_i18n",
      r"\b(?:hinweis|wichtig|achtung|anweisung(?:en)?|nota|aviso|importante|remarque|consignes?|instrucciones|istruzioni|"
@@ -316,14 +337,14 @@ class SecurityJudge:
             turns.pop()  # the caller included the question itself
         turns = turns[-MAX_TURNS:]
         if not turns:
-            verdict = await self.questions.decide(req.text)
-            return Judgement(verdict, learnable=not verdict.allowed)
+            verdict, in_data = await self._with_carried(req.text)
+            return Judgement(verdict, learnable=not verdict.allowed and not in_data)
         # the question and its conversation are judged at once: nearly every question passes alone, and then the
         # conversation's verdict is needed anyway (the same CPU, one pass of latency instead of two)
-        verdict, whole = await asyncio.gather(self.questions.decide(req.text),
-                                              self.conversations.decide(_joined([*turns, req.text])))
+        (verdict, in_data), whole = await asyncio.gather(self._with_carried(req.text),
+                                                         self.conversations.decide(_joined([*turns, req.text])))
         if not verdict.allowed:
-            return Judgement(verdict, learnable=True)
+            return Judgement(verdict, learnable=not in_data)
         if whole.allowed or (whole.layer == DecidingLayer.CLASSIFIER and whole.score < self.conversation_min_score):
             return Judgement(verdict, learnable=False)
         before = await self.conversations.decide(_joined(turns))
@@ -331,6 +352,27 @@ class SecurityJudge:
             return Judgement(verdict, learnable=False)
         reason = f"conversation of {len(turns) + 1} turns: {whole.reason}"
         return Judgement(whole.model_copy(update={"reason": reason}), learnable=False)
+
+    async def _with_carried(self, text: str) -> tuple[SecurityVerdict, bool]:
+        """The question's verdict; when it passes, the content verdict on the data it carries (both judged at once).
+        The flag says the data decided: pasted text may not teach memory a threat (as content may not)."""
+        data = carried_data(text)
+        if not data:
+            return await self.questions.decide(text), False
+        verdict, content = await asyncio.gather(self.questions.decide(text), self.content.decide(data))
+        if not verdict.allowed or content.allowed:
+            return verdict, False
+        return content.model_copy(update={"reason": f"data in the question: {content.reason}"}), True
+
+
+def carried_data(text: str) -> str:
+    """The lines of a question after its first non-empty one (empty when there are none): what the user pasted."""
+    lines = content_lines(text)
+    for i, line in enumerate(lines):
+        if line.strip():
+            rest = "\n".join(lines[i + 1:])
+            return rest if rest.strip() else ""
+    return ""
 
 
 def _joined(turns: Sequence[str]) -> str:

@@ -386,6 +386,24 @@ DEFAULT_RULES: tuple[Rule, ...] = (
           r"(?:(?:alle|die|deine|ihre|den|das|der|jegliche|samtliche)\s+){0,3}(?:\w+\s+)?"
           r"(?:anweisungen|regeln|instruktionen|vorgaben|richtlinien|einschrankungen|sicherheits\w*|filter\w*|"
           r"schutz\w*)"),
+    # Italian and Portuguese: the rules overridden are the assistant's (tue, suas) or the earlier ones ("precedenti")
+    _rule("bypass.it_pt", SB, 0.94,
+          r"\b(?:ignora|ignorare|ignori|dimentica|dimenticare|trascura|ignore|ignorar|esqueca|esquecer|desconsidere|"
+          r"desconsiderar)\s+(?:(?:tutte|tutti|le|gli|i|il|la|qualsiasi|todas|todos|as|os|a|o|quaisquer)\s+){0,3}"
+          r"(?:(?:tue|tuoi|sue|suoi|suas|seus|tuas|teus)\s+(?:\w+\s+)?(?:istruzioni|regole|indicazioni|direttive|restrizioni|"
+          r"filtri|protezioni|limitazioni|instrucoes|regras|diretrizes|restricoes|filtros|protecoes|limitacoes)|"
+          r"(?:istruzioni|regole|indicazioni|direttive|restrizioni|instrucoes|regras|diretrizes|restricoes)\s+"
+          r"(?:precedenti|anteriori|originali|iniziali|di\s+sistema|di\s+sicurezza|anteriores|originais|iniciais|"
+          r"do\s+sistema|de\s+seguranca))\b"),
+    # "ignore what is written above" in the other languages of the security data
+    _rule("bypass.ignore_above_i18n", SB, 0.93,
+          r"\b(?:ignore[rz]?|oublie[rz]?)\s+(?:tout\s+)?(?:ce\s+qui\s+(?:precede|est\s+(?:ecrit\s+)?(?:au-?\s*dessus|plus\s+haut))|"
+          r"les\s+(?:lignes|messages?)\s+precedent(?:e|es|s)?)\b|"
+          r"\b(?:ignora|olvida|ignore|esqueca|desconsidere)\s+(?:todo\s+|tudo\s+)?(?:lo\s+(?:anterior|de\s+arriba|que\s+"
+          r"(?:esta|dice)\s+arriba)|(?:o\s+)?(?:acima|anterior|que\s+esta\s+acima))\b|"
+          r"\b(?:ignora|dimentica)\s+(?:tutto\s+)?(?:quanto|cio\s+che\s+e)\s+(?:scritto\s+|detto\s+)?(?:sopra|prima)\b|"
+          r"\b(?:ignoriere|vergiss|missachte)\s+(?:alles\s+)?(?:das\s+obige|(?:was\s+)?(?:oben|zuvor|vorher)\s+"
+          r"(?:steht|gesagt|geschrieben)|alles\s+(?:oben|davor|vorherige))\b"),
     _rule("bypass.compact", SB, 0.92,
           r"(?:ignore|disregard|forget)(?:all|any|every|the|your)*(?:previous|prior|above|earlier|preceding|system)"
           r"(?:instructions?|prompts?|rules|directives)|"
@@ -395,6 +413,11 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     # --- config inspection -----------------------------------------------------------------------
     _rule("config.sensitive_path", CI, 0.97,
           rf"{_NOT_LOGGED}\b{_READ}\b{_ANY_WORDS}\s+{_NOT_WRITTEN}{_SENSITIVE_PATH}"),
+    # a secret file sent somewhere: curl's data or upload flags, netcat fed from it
+    _rule("config.exfiltrate_file", CI, 0.96,
+          r"\b(?:curl|wget)\b[^\n|;&]{0,120}?\s(?:-d|--data(?:-binary|-raw|-urlencode)?|-f|--form|-t|--upload-file|"
+          rf"--post-file)[\s=]+(?:[\w-]{{1,20}}=)?@?{_SENSITIVE_PATH}|"
+          rf"\b(?:nc|ncat|netcat|socat)\b[^\n|;&]{{0,80}}?<\s*{_SENSITIVE_PATH}"),
     _rule("config.sensitive_file", CI, 0.96,
           rf"{_NOT_LOGGED}\b{_READ}\b{_ANY_WORDS}\s+[\"'`(]?{_SENSITIVE_FILE}{_NOT_ELSEWHERE}|"
           rf"\b{_READ}\b{_FILL}\s+(?:the\s+|{_YOUR}\s+|its\s+)?(?:\.?env|dotenv)\s+files?\b"),
