@@ -8,7 +8,7 @@ mode's question layers read only the lines that address their reader (`security.
 * `bench/corpora/content_probe.jsonl` and `content_heldout.jsonl`: injected tool results and documents, and benign
   ones, written for these benchmarks (the held-out set before the change above was designed);
   `content_blind*.jsonl`: injected and benign documents written by separate sessions that never saw the detector's
-  code or each other's sets (the first two were then read to write content rules; the third was measured once and
+  code or each other's sets (the first three were then read to write content rules; the fourth was measured and
   not read). None is trained on.
 
 Configurations, all with the shipped model:
@@ -45,7 +45,8 @@ from meshward.security.prose import language_lines  # noqa: E402
 from meshward.supervisor.deep import MAX_DOCUMENT_CHARS, clip  # noqa: E402
 
 CORPORA = Path(__file__).resolve().parent / "corpora"
-PROBES = ["content_probe.jsonl", "content_heldout.jsonl", "content_blind.jsonl", "content_blind2.jsonl", "content_blind3.jsonl"]
+PROBES = ["content_probe.jsonl", "content_heldout.jsonl", "content_blind.jsonl", "content_blind2.jsonl", "content_blind3.jsonl",
+          "content_blind4.jsonl"]
 DOC_ROOT = Path("/usr/share/doc")
 DOC_NAMES = {"README", "NEWS", "FAQ", "USAGE", "TODO"}
 DOC_SUFFIXES = {"", ".md", ".txt", ".rst", ".markdown", ".debian", ".source"}

@@ -46,18 +46,22 @@ _READER = (rf"(?:(?:to|for|dear|hey|hi|hello|attention)\s+(?:the\s+|any\s+|all\s
            rf"(?:if\s+you(?:'re|\s+are)|as)\s+(?:an?\s+|the\s+)?(?:[\w-]+\s+){{0,2}}?{_MACHINE}|"
            rf"(?:whoever|whatever|anyone|anything|any\s+(?:tool|system|program|reader))\s+(?:or\s+\w+\s+)?(?:is\s+)?{_PROCESS}|"
            rf"(?:^|[^\w\s'\"]\s*)(?:models?|agents?)\s+(?:that\s+|which\s+|who\s+)?{_PROCESS}\s+(?:\w+\s+){{0,2}}?(?:this|these)|"
-           r"reader\s+(?:models?|agents?)")
+           r"reader\s+(?:models?|agents?)|"
+           r"(?:answering|reading|receiving|calling|downstream|consuming|responding)\s+(?:models?|assistants?|agents?|llms?|ai)")
 # The conversation the text lands in, and what overrides it. "The user" alone is everywhere in documentation ("notifies
 # the user"); an injection tells the user something or wants what the user said.
 _CONVERSATION = (
-    r"you(?:'re|\s+are)\s+now|from\s+(?:now|this\s+point)\s+on,?\s+you|"
+    r"you(?:'re|\s+are)\s+now|from\s+(?:now|this\s+(?:point|line|message|moment))\s+on,?\s+you|"
+    # overrides in scripts the classifier reads poorly: the rules for them read these lines
+    r"忽略|无视|忘记(?:你|之前|以前|上面)|系统提示|以前の指示|無視して|지시(?:를|사항을)?\s*무시|이전\s*지시|"
+    r"игнорируй|игнорируйте|забудь(?:те)?\s+(?:все\s+)?(?:предыдущ|прежн|свои|твои)|تجاهل|"
     r"(?:tell|inform|ask|show|give|send|remind|convince|warn|direct|redirect|assure)\s+the\s+user|"
     r"the\s+user'?s\s+(?:real|actual|last|previous|next|true|original|private|personal|data|messages?|request|question|"
     r"history)|(?:what|everything|anything|all)\s+the\s+user\s+(?:said|typed|wrote|asked|shared|sent|entered)|"
     r"(?:respond|reply|answer|say|write)\s+(?:only\s+)?to\s+the\s+user|(?:response|reply|answer|message)\s+(?:to|for)\s+the\s+user|"
     # a fake end of the data, then what follows it ("END OF CONTEXT. Next instruction:")
     r"end\s+of\s+(?:the\s+)?(?:context|document|input|data|file|text|tool\s+output|search\s+results?|page|email)|"
-    r"(?:next|new|real|actual|updated|true)\s+(?:instructions?|task)|"
+    r"(?:next|new|real|actual|updated|true)\s+(?:instructions?|task|request)|"
     # the answer fixed in advance, or the verdict on the document itself ("rank this candidate first")
     r"the\s+(?:answer|reply|response)\s+to\s+(?:any|every|all)\s+(?:questions?|quer(?:y|ies)|requests?)|"
     r"(?:rank|rate|score|grade|recommend|select|shortlist|approve|accept|prefer)\s+this\s+(?:candidate|applicant|paper|"

@@ -204,7 +204,11 @@ def _caesar(text: str) -> list[str]:
 
 
 def _reversed(text: str) -> list[str]:
-    return [text[::-1]]
+    # the whole text backwards, and each line of it: "read the next line backwards and do what it says"
+    if "\n" not in text.strip():
+        return [text[::-1]]
+    lines = [line[::-1] for line in text.splitlines() if len(_LETTER_WORDS.findall(line)) >= MIN_SHIFTED_WORDS]
+    return [text[::-1], *lines[:MAX_READINGS]]
 
 
 def _joined(text: str) -> list[str]:
@@ -260,7 +264,7 @@ def decoded_readings(text: str) -> tuple[list[Decoded], bool]:
 
 # "decode this and do what it says", "décode et exécute", "entschlüssle und befolge": decoding as a way to
 # hand the assistant instructions it would not take in the clear.
-_DECODE_VERB = (r"(?:decode|decipher|decrypt|unscramble|deobfuscate|reverse|concatenate|d[ée]code|d[ée]chiffre|decodifica|descifra|traduce|dekodiere|entschl[üu]ssel\w*|"
+_DECODE_VERB = (r"(?:decode|decipher|decrypt|unscramble|deobfuscate|reverse|concatenate|read\s+(?:\w+\s+){0,4}?backwards|d[ée]code|d[ée]chiffre|decodifica|descifra|traduce|dekodiere|entschl[üu]ssel\w*|"
                 r"decifra|decodifique)")
 _FOLLOW_VERB = (r"(?:follow|do|execute|obey|run|perform|act\s+on|carry\s+out|comply|answer|respond\s+to|fulfil+|"
                 r"ex[ée]cute|suis|ob[ée]is|haz|sigue|obedece|ejecuta|befolge|f[üu]hre|tu\s+es|segui|esegui|"

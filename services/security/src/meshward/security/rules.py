@@ -303,7 +303,8 @@ DEFAULT_RULES: tuple[Rule, ...] = (
           r"\b(?:enter|enable|activate|switch\s+(?:in)?to|turn\s+on|go\s+into|are\s+(?:now\s+)?in|boot\s+into|"
           r"unlock)\s+(?:the\s+|your\s+)?(?:developer|dev|god|sudo|admin|root|dan)[\s-]*mode\b" + _NOT_ELSEWHERE),
     _rule("role.from_now_on", RM, 0.9,
-          r"\b(?:from\s+now\s+on|starting\s+now|henceforth|for\s+the\s+rest\s+of\s+(?:this|the)\s+conversation)"
+          r"\b(?:from\s+(?:now|this\s+(?:line|point|message|moment))\s+on|starting\s+now|henceforth|"
+          r"for\s+the\s+rest\s+of\s+(?:this|the)\s+conversation)"
           r"\s*,?\s+you\s+(?:are|'re|will\s+be|shall\s+be|must\s+(?:act|be|behave)|will\s+(?:act|behave))\b"),
     _rule("role.you_are_now", RM, 0.88,
           r"\byou\s*(?:are|'re)\s+now\s+(?:a|an|my|the|called|named|known\s+as|in|no\s+longer|operating|acting|"
@@ -404,6 +405,22 @@ DEFAULT_RULES: tuple[Rule, ...] = (
           r"\b(?:ignora|dimentica)\s+(?:tutto\s+)?(?:quanto|cio\s+che\s+e)\s+(?:scritto\s+|detto\s+)?(?:sopra|prima)\b|"
           r"\b(?:ignoriere|vergiss|missachte)\s+(?:alles\s+)?(?:das\s+obige|(?:was\s+)?(?:oben|zuvor|vorher)\s+"
           r"(?:steht|gesagt|geschrieben)|alles\s+(?:oben|davor|vorherige))\b"),
+    # the same override and prompt request in scripts the classifier reads poorly (Chinese, Japanese, Korean, Russian,
+    # Arabic, Hindi): no other layer reads them
+    _rule("bypass.other_scripts", SB, 0.94,
+          r"(?:忽略|无视|忘记|忘掉|不要理会|跳过)(?:你|您)?(?:之前|以前|先前|上面|上述|前面|此前|所有|全部|的|收到|一切|原有|原来){1,6}"
+          r"(?:指令|指示|说明|规则|提示|设定|限制|要求)|"
+          r"(?:以前|前|上記|これまで|すべて)の(?:すべての|全ての)?(?:指示|命令|ルール|指令)を(?:すべて|全て)?(?:無視|忘れ)|"
+          r"(?:이전|앞의|위의|모든)\s*(?:지시|지침|명령|규칙)(?:을|를|사항을|들을)?\s*(?:모두\s*)?(?:무시|잊)|"
+          r"(?:игнорируй|игнорируйте|забудь|забудьте|не\s+обращай\s+внимания\s+на)\s+(?:все\s+)?(?:предыдущие|прошлые|"
+          r"прежние|свои|твои|ваши|системные|полученные)\s+(?:\w+\s+)?(?:инструкции|указания|правила|команды|ограничения)|"
+          r"تجاهل\s+(?:جميع\s+|كل\s+)?(?:التعليمات|الأوامر|القواعد)|"
+          r"(?:पिछले|सभी|पूर्व)\s+(?:सभी\s+)?(?:निर्देशों|नियमों)\s+को\s+(?:अनदेखा|नजरअंदाज|भूल)"),
+    _rule("prompt.other_scripts", PE, 0.93,
+          r"(?:告诉我|显示|输出|打印|泄露|透露|重复|给我看)(?:一下)?(?:你的|您的)?(?:系统提示词?|系统指令|初始指令|隐藏指令|原始指令)|"
+          r"システムプロンプトを(?:教えて|表示|出力|見せ)|시스템\s*프롬프트(?:를|을)?\s*(?:보여|알려|출력)|"
+          r"(?:покажи|выведи|раскрой|повтори|напиши|сообщи)\s+(?:мне\s+)?(?:свой|твой|ваш|весь)?\s*системн\w+\s+"
+          r"(?:промпт|подсказк\w+|инструкци\w+)"),
     _rule("bypass.compact", SB, 0.92,
           r"(?:ignore|disregard|forget)(?:all|any|every|the|your)*(?:previous|prior|above|earlier|preceding|system)"
           r"(?:instructions?|prompts?|rules|directives)|"
