@@ -387,6 +387,14 @@ DEFAULT_RULES: tuple[Rule, ...] = (
           r"(?:(?:alle|die|deine|ihre|den|das|der|jegliche|samtliche)\s+){0,3}(?:\w+\s+)?"
           r"(?:anweisungen|regeln|instruktionen|vorgaben|richtlinien|einschrankungen|sicherheits\w*|filter\w*|"
           r"schutz\w*)"),
+    # a chat message written as the system's, in JSON, that switches the safety off ({"role": "system", "content":
+    # "Safety filters are disabled..."); a pasted API call with an ordinary system message is not one
+    _rule("bypass.fake_system_message", SB, 0.93,
+          r"[\"']role[\"']\s*:\s*[\"'](?:system|developer)[\"']\s*,\s*[\"']content[\"']\s*:\s*[\"'][^\"'\n]{0,120}?(?:"
+          r"\b(?:safety|filters?|guardrails|moderation|restrictions|rules|content\s+polic(?:y|ies)|censorship)\b[^\"'\n]{0,30}?"
+          r"\b(?:disabled|turned\s+off|off|removed|lifted|suspended|no\s+longer\s+appl(?:y|ies))\b|"
+          r"\b(?:no|without)\s+(?:any\s+)?(?:rules|restrictions|filters|limits|guardrails|censorship)\b|"
+          r"\bignore\s+(?:all\s+|any\s+)?(?:previous|prior|safety|your|the\s+(?:rules|guidelines))\b)"),
     # Italian and Portuguese: the rules overridden are the assistant's (tue, suas) or the earlier ones ("precedenti")
     _rule("bypass.it_pt", SB, 0.94,
           r"\b(?:ignora|ignorare|ignori|dimentica|dimenticare|trascura|ignore|ignorar|esqueca|esquecer|desconsidere|"
@@ -413,7 +421,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
           r"(?:以前|前|上記|これまで|すべて)の(?:すべての|全ての)?(?:指示|命令|ルール|指令)を(?:すべて|全て)?(?:無視|忘れ)|"
           r"(?:이전|앞의|위의|모든)\s*(?:지시|지침|명령|규칙)(?:을|를|사항을|들을)?\s*(?:모두\s*)?(?:무시|잊)|"
           r"(?:игнорируй|игнорируйте|забудь|забудьте|не\s+обращай\s+внимания\s+на)\s+(?:все\s+)?(?:предыдущие|прошлые|"
-          r"прежние|свои|твои|ваши|системные|полученные)\s+(?:\w+\s+)?(?:инструкции|указания|правила|команды|ограничения)|"
+          r"прежние|свои|твои|ваши|системные|полученные)\s+(?:\w+\s+)?(?:инструкции|указания|правила|команды|ограничения)(?!\s+(?:по|для|к|о)\s)|"
           r"تجاهل\s+(?:جميع\s+|كل\s+)?(?:التعليمات|الأوامر|القواعد)|"
           r"(?:पिछले|सभी|पूर्व)\s+(?:सभी\s+)?(?:निर्देशों|नियमों)\s+को\s+(?:अनदेखा|नजरअंदाज|भूल)"),
     _rule("prompt.other_scripts", PE, 0.93,
