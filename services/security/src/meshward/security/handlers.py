@@ -29,7 +29,6 @@ from .judge import (
     addressed_only,
     injections_only,
     prose_only,
-    readable_only,
     surer_than,
 )
 from .known_threats import KnownThreatsLayer
@@ -46,13 +45,10 @@ def _judge(rules: Layer, known: list[Layer], classifier: list[Layer], model: Mod
     rules and the classifier), the classifier. Content: the same less known threats and suffixes (pasted data
     has its own shapes), plus the rules for text that addresses the assistant. There the question rules read only
     the lines that address the agent reading them, and the classifier only those that also read as language (in
-    the text and in each decoded reading), without scalar metadata lines, blocking at ``content_min_score``. In a
-    question the classifier blocks text mostly in a script outside its training data only when the text names
-    something it protects or a harm (:func:`readable_only`)."""
-    readable = readable_only(classifier)
-    decode = DecodeLayer([rules, *readable])
-    questions = SecurityDecider([rules, *known, SuffixLayer(), decode, *readable], model=model)
-    conversations = SecurityDecider([rules, SuffixLayer(), decode, *readable], model=model)
+    the text and in each decoded reading), without scalar metadata lines, blocking at ``content_min_score``."""
+    decode = DecodeLayer([rules, *classifier])
+    questions = SecurityDecider([rules, *known, SuffixLayer(), decode, *classifier], model=model)
+    conversations = SecurityDecider([rules, SuffixLayer(), decode, *classifier], model=model)
     addressed_rules = addressed_only([rules])
     content_classifier = prose_only(surer_than(classifier, content_min_score))
     content = SecurityDecider(injections_only([*addressed_rules, ContentRulesLayer(),

@@ -29,11 +29,10 @@ from .address import addressed_lines, content_lines
 from .decision import Finding, Layer, SecurityDecider, waits
 from .normalize import normalize
 from .prose import language_lines
-from .readable import in_latin_script, names_a_target
 
 __all__ = ["CONTENT_MIN_SCORE", "CONVERSATION_MIN_SCORE", "MAX_CONTEXT_CHARS", "MAX_TURNS", "ContentRulesLayer", "Judgement",
            "SecurityJudge", "addressed_only", "addressed_prose", "carried_data", "injections_only", "prose_only",
-           "readable_only", "surer_than", "without_scalar_lines"]
+           "surer_than", "without_scalar_lines"]
 
 MAX_TURNS = 6  # earlier user turns read with the question
 CONVERSATION_MIN_SCORE = 0.95  # calibrated on joined benign conversations (README: Security hardening)
@@ -317,30 +316,6 @@ def surer_than(layers: Sequence[Layer], min_score: float) -> list[Layer]:
     """``layers`` blocking only at ``min_score`` or above: the classifier's threshold was set on questions; on the
     lines of a document that mention an assistant or a user, a surer score is needed for as few false withholds."""
     return [_SurerThan(layer, min_score) for layer in layers]
-
-
-class _ReadableOnly(_Wrapping):
-    """A model layer whose blocking findings stand on text it can read: in the Latin script of its training data, or
-    naming something an attack is after or a harm (:mod:`.readable`). In other scripts its scores do not separate
-    attacks from ordinary questions, so its finding there is reported, not blocking."""
-
-    async def evaluate(self, text: str) -> Finding | None:
-        finding = await self.layer.evaluate(text)
-        if finding is not None and finding.blocking and not _readable(text):
-            return Finding(None, finding.score, finding.layer,
-                           f"{finding.reason} (a script it was not trained on, naming nothing it protects)",
-                           blocking=False)
-        return finding
-
-
-def _readable(text: str) -> bool:
-    # any normalised reading counts: look-alike letters are Latin underneath
-    readings = [text, *normalize(text)]
-    return any(in_latin_script(r) for r in readings) or any(names_a_target(r) for r in readings)
-
-
-def readable_only(layers: Sequence[Layer]) -> list[Layer]:
-    return [_ReadableOnly(layer) for layer in layers]
 
 
 class _InjectionsOnly(_Wrapping):
