@@ -15,6 +15,7 @@ import asyncio
 import json
 
 import numpy as np
+from meshward.contracts import SecurityCheckRequest
 from meshward.security.classifier import ClassifierLayer, SecurityClassifier, score_texts
 from meshward.security.decision import RulesLayerAdapter
 from meshward.security.handlers import _judge
@@ -25,14 +26,15 @@ from meshward.training.metrics import recall_at_fpr
 
 
 async def _service_blocks(model: SecurityClassifier, texts: list[str]) -> np.ndarray:
-    """Whether the service's decision for a question (no known threats: no memory here) blocks each text."""
+    """Whether the service's decision for a question (no known threats: no memory here; the data the question
+    carries judged as content, as the service does) blocks each text."""
     layer = ClassifierLayer(model, max_batch_size=32, max_wait_ms=2.0)
-    decider = _judge(RulesLayerAdapter(), [], [layer]).questions
+    judge = _judge(RulesLayerAdapter(), [], [layer])
     try:
-        verdicts = await asyncio.gather(*(decider.decide(t) for t in texts))
+        judgements = await asyncio.gather(*(judge.check(SecurityCheckRequest(text=t)) for t in texts))
     finally:
         await layer.close()
-    return np.array([not v.allowed for v in verdicts])
+    return np.array([not j.verdict.allowed for j in judgements])
 
 
 def main() -> None:

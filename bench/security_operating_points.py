@@ -2,7 +2,7 @@
 on corpora nobody trained on: where a data pass or an ensemble moves the curve and where it only moves the point.
 
 Each corpus is JSON lines (`text`, `label` attack|harmful|benign, `family`), as `bench/ask_eval.py` reads them.
-Without `--corpus`: the three blind question sets and the two probes in `bench/corpora/`, bastioncorpus and
+Without `--corpus`: the four blind and three multilingual question sets and the two probes in `bench/corpora/`, bastioncorpus and
 jailbreak-mini, and the held-out test split of the data in this tree. The decision is the service's for a question
 (rules, adversarial-suffix layer, decode-and-judge, classifier; no known threats, which need memory), in process.
 `--model` is a build's key (or a prefix) in the models root, or a comma-separated list whose calibrated scores are
@@ -33,8 +33,9 @@ from meshward.security.classifier import SecurityClassifier, ThreatScore  # noqa
 from security_layers import _service_blocks  # noqa: E402
 
 CORPORA = Path(__file__).resolve().parent / "corpora"
-DEFAULT_FILES = ("question_blind.jsonl", "question_blind2.jsonl", "question_blind3.jsonl", "help_probe.jsonl",
-                 "homonym_probe.jsonl")
+DEFAULT_FILES = ("question_blind.jsonl", "question_blind2.jsonl", "question_blind3.jsonl", "question_blind4.jsonl",
+                 "question_multilingual.jsonl", "question_multilingual_harm.jsonl", "question_multilingual_blind.jsonl",
+                 "help_probe.jsonl", "homonym_probe.jsonl")
 HELD_OUT = "held-out test split"
 
 
