@@ -13,6 +13,7 @@ from .encoder import (
     find_model_dir,
     get_encoder,
 )
+from .scripts import in_trained_script
 
 __all__ = [
     "EMBEDDING_DIM",
@@ -26,4 +27,5 @@ __all__ = [
     "count_tokens",
     "find_model_dir",
     "get_encoder",
+    "in_trained_script",
 ]

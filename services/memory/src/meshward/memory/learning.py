@@ -9,6 +9,8 @@ what is checked before one is stored:
   minimum); a block by the known-threats layer itself is never learned again, so a
   wrong threat cannot multiply;
 - a violation too close to an in-scope example is logged but not learned;
+- nor is one mostly in a script the encoder was not trained on: its neighbours there are ordinary questions in the
+  same script (meshward.embedding.scripts);
 - an operator retracts a learned threat with DELETE /v1/threats/{id}.
 """
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from meshward.contracts import DecidingLayer, SecurityViolation
+from meshward.embedding import in_trained_script
 
 LEARNABLE_LAYERS = frozenset({DecidingLayer.RULES, DecidingLayer.CLASSIFIER})
 
@@ -39,6 +42,8 @@ class LearningPolicy:
         text = event.reading or event.text
         if not text.strip():
             return LearnVerdict(False, "empty text")
+        if not in_trained_script(text):
+            return LearnVerdict(False, "mostly in a script the encoder was not trained on: similarity there says nothing")
         near = await semantic.similar_scope_examples(text, k=1)
         if near and near[0].similarity >= self.max_scope_similarity:
             return LearnVerdict(False, f"too close ({near[0].similarity:.2f}) to the in-scope example {near[0].text!r}")

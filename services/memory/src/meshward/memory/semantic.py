@@ -31,7 +31,7 @@ from chromadb.api.models.Collection import Collection
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings, Space
 from chromadb.config import Settings
 from chromadb.utils.embedding_functions import register_embedding_function
-from meshward.embedding import EMBEDDING_DIM, MODEL_NAME, MiniLMEncoder, get_encoder
+from meshward.embedding import EMBEDDING_DIM, MODEL_NAME, MiniLMEncoder, get_encoder, in_trained_script
 
 __all__ = [
     "COLLECTIONS",
@@ -341,9 +341,12 @@ class SemanticMemory:
 
     async def similar_threats(self, text: str, k: int = 3,
                               min_similarity: float = DEFAULT_THREAT_SIMILARITY) -> list[Hit]:
-        """Stored threats with ``similarity >= min_similarity`` to ``text`` (at most ``k``, best first)."""
+        """Stored threats with ``similarity >= min_similarity`` to ``text`` (at most ``k``, best first); none for text
+        mostly in a script the encoder was not trained on, where neighbours are ordinary questions in that script."""
         if not -1.0 <= min_similarity <= 1.0:
             raise ValueError("min_similarity must lie in [-1, 1]")
+        if not in_trained_script(text):
+            return []
         hits = await self.search(text, k, SECURITY_THREATS)
         return [hit for hit in hits if hit.similarity >= min_similarity]
 
