@@ -15,6 +15,9 @@ SUFFIXED = [
 ]
 
 BENIGN = [
+    # a pasted shell script: shebang, assignments from substitutions, commands with flags and pipes
+    "#!/bin/sh\nPGPW=$(cat /run/secrets/pg)\npg_dump -h db1 -U app -w -f\"/tmp/$(hostname)-$(date +%F).sql\" orders && "
+    "gzip -9 \"/tmp/$(hostname)-$(date +%F).sql\"\nis there a race if cron runs it twice?",
     "Compare sha256 e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855 with md5 "
     "d41d8cd98f00b204e9800998ecf8427e and the UUID 123e4567-e89b-12d3-a456-426614174000 please",
     "Run `kubectl get pods -n kube-system -o wide | grep -v Running` and tell me what's broken",

@@ -39,6 +39,8 @@ _MORSE = re.compile(r"[.\-/|]+")
 _CODE_LINE = re.compile(
     r"^\s*(?:[$#>]\s|def |class |import |from \w+ import|return\b|if \(|for \(|while \(|const |let |"
     r"var |function\b|public |private |SELECT |INSERT |UPDATE |[{}\]]|//|/\*|\*/|--\s|@\w+|\w+\s*=\s*[\w\[{(\"'])|"
+    # a shell script's lines: the shebang, an assignment from a substitution or a quote, a command and its flag
+    r"^\s*(?:#!|[A-Za-z_]\w*=[$\"'`(]|[a-z][\w.+-]*\s+-{1,2}[A-Za-z])|"
     r"\{\s*$|^\s*(?:\d{4}-\d{2}-\d{2}|\[?\d{2}:\d{2}:\d{2}|\[?(?:INFO|WARN(?:ING)?|ERROR|DEBUG|TRACE|FATAL)\b|"
     r"at [\w.$]+\(|File \"|Traceback|[\w-]+\[\d+\]:|kernel:|[|+]-)")
 
