@@ -224,11 +224,10 @@ def build_examples(seed: int = SEED) -> tuple[list[Example], dict[str, Any]]:
         if family["label"] not in LABELS:
             raise ValueError(f"family {family['id']}: unknown label {family['label']!r}")
         examples.extend(_family_examples(family, slots, rng))
-    for name, prefix in (("handwritten.yaml", "hw"), ("multilingual.yaml", "ml")):
-        for label, items in _yaml(name).items():
-            if label not in LABELS:
-                raise ValueError(f"{name}: unknown label {label!r}")
-            examples.extend(Example(t.strip(), label, f"{prefix}:{label}:{i}", "handwritten") for i, t in enumerate(items))
+    for label, items in _yaml("handwritten.yaml").items():
+        if label not in LABELS:
+            raise ValueError(f"handwritten.yaml: unknown label {label!r}")
+        examples.extend(Example(t.strip(), label, f"hw:{label}:{i}", "handwritten") for i, t in enumerate(items))
     chat = [ln.strip() for ln in (DATA_DIR / "chitchat_benign.txt").read_text(encoding="utf-8").splitlines()
             if ln.strip() and not ln.startswith("#")]
     examples.extend(Example(t, BENIGN, f"chitchat:{i // 10}", "chitchat") for i, t in enumerate(chat))
