@@ -41,7 +41,7 @@ CONTENT_MIN_SCORE = 0.9  # calibrated on real documents and written probes (READ
 
 
 # Text in a document or a tool result that speaks to the assistant reading it rather than to its human reader.
-_TO_ASSISTANT = r"(?:ai|a\.i\.|assistant|model|llm|chatbot|bot|agent|gpt|copilot|language\s+model|automation)s?"
+_TO_ASSISTANT = r"(?:ai|a\.i\.|assistant|model|llm|chatbot|bot|agent|gpt|copilot|language\s+model)s?"
 # A machine reader by name, or by what it does with the text ("the answering model", "downstream agents"), or by kind
 # ("chat tools", "answer engines", "review tooling").
 _MACHINE = (r"(?:ai|a\.i\.|llm|gpt|chatbot|copilot|language\s+model)s?|automation|"
@@ -77,7 +77,7 @@ _CONTENT_RULES = [(name, re.compile(pattern, re.IGNORECASE | re.DOTALL)) for nam
      rf"{_HANDLING}\b[^.:]{{0,60}}:"),
     # "AI agents working in this repository:", "Assistant analysing these logs:": the reader picked out and called
     ("content.agent_heading",
-     rf"\b(?:{_TO_ASSISTANT})\s+(?:that\s+|who\s+)?(?:is\s+|are\s+)?{_AGENT_VERBS}\s+(?:in\s+|on\s+)?"
+     rf"\b(?:{_TO_ASSISTANT}|automation)\s+(?:that\s+|who\s+)?(?:is\s+|are\s+)?{_AGENT_VERBS}\s+(?:in\s+|on\s+)?"
      r"(?:this|these|the)\s+[\w-]+(?:\s+[\w-]+)?\s*:"),
     # "Whoever is reading this export must reply...", "Anyone producing a summary of this table must conclude..."
     ("content.whoever_processes",
