@@ -171,18 +171,16 @@ _SHIFTS = [str.maketrans("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ",
 
 
 _SEGMENT_BREAK = re.compile(r"(?<=[:.!?])[ \t]+|\n")
+MIN_SENTENCE_WORDS = 4  # a shorter piece reads as a few common words under some shift or reversal by chance
+_LETTER_WORDS = re.compile(r"[A-Za-z]{2,}")  # not hex digits' letters ("2f 4b" is no sentence)
 
 
 def _best_shift(text: str) -> str:
     return max((text.translate(t) for t in _SHIFTS), key=_plausibility)
 
 
-MIN_SHIFTED_WORDS = 4  # a shorter sentence reads as a few common words under some shift by chance
-_LETTER_WORDS = re.compile(r"[A-Za-z]{2,}")  # not hex digits' letters ("2f 4b" is no sentence)
-
-
 def _shifted_if_plausible(piece: str) -> str:
-    if len(_LETTER_WORDS.findall(piece)) < MIN_SHIFTED_WORDS:
+    if len(_LETTER_WORDS.findall(piece)) < MIN_SENTENCE_WORDS:
         return piece
     shifted = _best_shift(piece)
     return shifted if _plausible(shifted, piece) else piece
@@ -190,8 +188,8 @@ def _shifted_if_plausible(piece: str) -> str:
 
 def _caesar(text: str) -> list[str]:
     # ROT13 and the other shifts: the most plausible one, when it is plausible at all (checked by the caller). Also
-    # the text with its sentences that read as text only when shifted, shifted: a shifted question behind a sentence in the clear
-    # ("Solve this ROT13 puzzle, then answer it: Ubj qb V...") reads as neither when shifted whole.
+    # the text with only its implausible sentences shifted: a shifted question behind one in the clear ("Solve this
+    # ROT13 puzzle, then answer it: Ubj qb V...") reads as neither when the whole text is shifted.
     if sum(c.isascii() and c.isalpha() for c in text) < 8:
         return []
     readings = [_best_shift(text)]
@@ -207,7 +205,7 @@ def _reversed(text: str) -> list[str]:
     # the whole text backwards, and each line of it: "read the next line backwards and do what it says"
     if "\n" not in text.strip():
         return [text[::-1]]
-    lines = [line[::-1] for line in text.splitlines() if len(_LETTER_WORDS.findall(line)) >= MIN_SHIFTED_WORDS]
+    lines = [line[::-1] for line in text.splitlines() if len(_LETTER_WORDS.findall(line)) >= MIN_SENTENCE_WORDS]
     return [text[::-1], *lines[:MAX_READINGS]]
 
 

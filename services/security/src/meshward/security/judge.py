@@ -396,11 +396,9 @@ class SecurityJudge:
 def carried_data(text: str) -> str:
     """The lines of a question after its first non-empty one (empty when there are none): what the user pasted."""
     lines = content_lines(text)
-    for i, line in enumerate(lines):
-        if line.strip():
-            rest = "\n".join(lines[i + 1:])
-            return rest if rest.strip() else ""
-    return ""
+    first = next((i for i, line in enumerate(lines) if line.strip()), len(lines))
+    rest = "\n".join(lines[first + 1:])
+    return rest if rest.strip() else ""
 
 
 def _joined(turns: Sequence[str]) -> str:
