@@ -39,11 +39,8 @@ def test_card_describes_the_model(security_model, held_out):
 
 
 def test_quality_gates_on_the_held_out_split(security_model, held_out):
-    """Recomputed here through the run-time code path (views, windows, int8 ONNX), not read from the card; on the
-    texts the build's gates count (mostly Latin script: the encoder reads little else, README)."""
-    from meshward.embedding import in_trained_script
-
-    test = [e for e in held_out[0] if in_trained_script(e.text)]
+    """Recomputed here through the run-time code path (views, windows, int8 ONNX), not read from the card."""
+    test, _ = held_out
     probs = score_texts(security_model.clf, [e.text for e in test])
     attack = 1.0 - probs[:, BENIGN]
     is_attack = np.array([e.label != "benign" for e in test])

@@ -70,16 +70,8 @@ class ModelSpec:
     training_views: Callable[[str], Sequence[str]] | None = None
     # group -> family (None: no family); every family keeps a group in training (see split_by_group)
     family_of: Callable[[str], str | None] | None = None
-    # text -> whether the operating point and the gates count it (None: every text). The rest of calib and test is
-    # reported apart ("headline_outside"): the threshold is one, but chosen where the model can be judged.
-    measured_on: Callable[[str], bool] | None = None
     config: TrainConfig = field(default_factory=TrainConfig)
     extra_card: dict[str, Any] = field(default_factory=dict)
-
-
-def _measured(spec: ModelSpec, items: Sequence[Example]) -> np.ndarray:
-    """Which of ``items`` the operating point and the gates count (spec.measured_on; all when unset)."""
-    return np.array([spec.measured_on is None or spec.measured_on(e.text) for e in items], dtype=bool)
 
 
 def model_key(spec: ModelSpec) -> str:
@@ -221,8 +213,7 @@ def build(spec: ModelSpec, key: str, final: Path, *, quiet: bool = False) -> dic
                            "nll_before": round(nll(calib_logits, y_calib), 4),
                            "nll_after": round(nll(calib_logits, y_calib, temperature), 4)}
     probs_calib = spec.score(clf, [e.text for e in calib])
-    inside = _measured(spec, calib)
-    operating = spec.operating(probs_calib[inside], [y for y, m in zip(y_calib, inside, strict=True) if m])
+    operating = spec.operating(probs_calib, y_calib)
     card["operating"] = operating
 
     metrics: dict[str, Any] = {}
@@ -231,18 +222,13 @@ def build(spec: ModelSpec, key: str, final: Path, *, quiet: bool = False) -> dic
         if probs is None:
             probs = spec.score(clf, [e.text for e in items])
         cm = confusion_matrix(y, probs.argmax(axis=1).tolist(), len(spec.labels))
-        inside = _measured(spec, items)
-        y_in = [label for label, m in zip(y, inside, strict=True) if m]
         metrics[name] = {
-            "headline": spec.headline(probs[inside], y_in, operating),
+            "headline": spec.headline(probs, y, operating),
             "per_class": per_class_report(cm, spec.labels),
             "confusion": cm.tolist(),
             "accuracy": round(float(np.trace(cm) / max(1, cm.sum())), 4),
             "ece": expected_calibration_error(probs, y),
         }
-        outside = [label for label, m in zip(y, inside, strict=True) if not m]
-        if len(set(outside)) > 1:
-            metrics[name]["headline_outside"] = spec.headline(probs[~inside], outside, operating)
     card["metrics"] = metrics
 
     # Parity: torch vs the exported graphs on held-out inputs.

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from meshward.classifier import find_built
-from meshward.embedding import in_trained_script
 from meshward.security.classifier import MODEL_NAME, PREPROCESSING
 from meshward.training import Example, ModelSpec, TrainConfig, model_key, split_by_group
 
@@ -26,14 +25,13 @@ DATA_HOW = (
     "Template families (data/templates.yaml x data/slots.yaml, seeded draws; encoded payloads in ten "
     "encodings, data with injected instructions, split-word smuggling, emotional framings, harmful requests "
     "and their hard negatives: pasted logs, code, documents, security and help questions), hand-written examples "
-    "(data/handwritten.yaml), texts in fifteen other languages (data/multilingual.yaml) and benign chat (a 3,000-message Chit Chat dataset sample). A seeded share gets an obfuscated copy "
+    "(data/handwritten.yaml) and benign chat (a 3,000-message Chit Chat dataset sample). A seeded share gets an obfuscated copy "
     "(leetspeak, homoglyphs, zero-width characters, spaced letters, case, typos; benign as often as attacks); 'eval-only hidden' copies hide "
     "the text in base64, hex or Unicode tag characters behind a harmless carrier and are scored through the "
     "run-time decoding views, never trained on; the model is trained on the run-time views of each example. "
     "The held-out split is by group: one template (all its draws and their obfuscated copies), a hand-written example, or ten chat lines land in one split, so calib "
     "and test hold phrasings never seen in training; every template family keeps at least one template in "
-    "training, so each attack idea is learned. Shares: test 15%, calib 15% of each label's examples. The operating "
-    "threshold and the gates count the texts mostly in the Latin script; the others are reported apart."
+    "training, so each attack idea is learned. Shares: test 15%, calib 15% of each label's examples."
 )
 
 
@@ -72,9 +70,6 @@ def build_spec() -> ModelSpec:
         external=evaluate.external,
         training_views=_views,
         family_of=family_of,
-        # The encoder reads the Latin script; elsewhere its scores are close to chance, so the other-script texts
-        # would set the threshold and fail the floors for English. They are trained on and reported apart.
-        measured_on=in_trained_script,
         config=CONFIG,
     )
 

@@ -5,8 +5,6 @@
   never saw, while every family (attack idea) also has phrasings in training.
 * ``data/handwritten.yaml`` - longer, messier examples (multi-turn set-ups, documents and tool output with
   hidden instructions, social engineering, hard negatives); each is its own group.
-* ``data/multilingual.yaml`` - questions, attacks and harmful requests in fifteen other languages, most in scripts
-  other than Latin (bench's two multilingual development sets); each is its own group.
 * ``data/chitchat_benign.txt`` - benign conversation (Chit Chat dataset sample), groups of 10 lines.
 * obfuscations - a seeded share of examples gets a transformed copy in the same group: leetspeak, homoglyphs,
   zero-width characters, spaced-out letters, case and typos (benign ones too, so that obfuscation alone is not
@@ -226,11 +224,10 @@ def build_examples(seed: int = SEED) -> tuple[list[Example], dict[str, Any]]:
         if family["label"] not in LABELS:
             raise ValueError(f"family {family['id']}: unknown label {family['label']!r}")
         examples.extend(_family_examples(family, slots, rng))
-    for name, prefix, source in (("handwritten.yaml", "hw", "handwritten"), ("multilingual.yaml", "ml", "multilingual")):
-        for label, items in _yaml(name).items():
-            if label not in LABELS:
-                raise ValueError(f"{name}: unknown label {label!r}")
-            examples.extend(Example(t.strip(), label, f"{prefix}:{label}:{i}", source) for i, t in enumerate(items))
+    for label, items in _yaml("handwritten.yaml").items():
+        if label not in LABELS:
+            raise ValueError(f"handwritten.yaml: unknown label {label!r}")
+        examples.extend(Example(t.strip(), label, f"hw:{label}:{i}", "handwritten") for i, t in enumerate(items))
     chat = [ln.strip() for ln in (DATA_DIR / "chitchat_benign.txt").read_text(encoding="utf-8").splitlines()
             if ln.strip() and not ln.startswith("#")]
     examples.extend(Example(t, BENIGN, f"chitchat:{i // 10}", "chitchat") for i, t in enumerate(chat))

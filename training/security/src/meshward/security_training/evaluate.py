@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from meshward.embedding import in_trained_script
 from meshward.security.classifier import score_texts
 from meshward.training.metrics import rate_at_threshold, recall_at_fpr, threshold_for_fpr, threshold_for_recall
 
@@ -112,13 +111,13 @@ def without_chat(clf: Any) -> dict[str, Any]:
     from . import held_out_splits
 
     examples, _ = build_examples()
-    test = [e for e in held_out_splits(examples)["test"] if not e.group.startswith("chitchat:") and in_trained_script(e.text)]
+    test = [e for e in held_out_splits(examples)["test"] if not e.group.startswith("chitchat:")]
     attack = 1.0 - score_texts(clf, [e.text for e in test])[:, _B]
     is_attack = np.asarray([e.label != BENIGN for e in test])
     r1, t1 = recall_at_fpr(attack[is_attack], attack[~is_attack], 0.01)
     r2, _ = recall_at_fpr(attack[is_attack], attack[~is_attack], 0.02)
     return {"note": "Not an external corpus: the held-out test split without its chat lines (templates and "
-                    "hand-written benign texts only; Latin-script texts, as the gates count).",
+                    "hand-written benign texts only).",
             "attacks": int(is_attack.sum()), "benign": int((~is_attack).sum()),
             "attack_recall_at_1pct_fpr": round(r1, 4), "threshold_at_1pct_fpr": round(t1, 4),
             "attack_recall_at_2pct_fpr": round(r2, 4)}
