@@ -495,6 +495,22 @@ DEFAULT_RULES: tuple[Rule, ...] = (
           r"(?:(?:pipe|nail|car|fertili[sz]er|dirty)\s+bombs?|bombs?|napalm|ricin|sarin|nerve\s+(?:agents?|gas)|"
           r"mustard\s+gas|chlorine\s+gas|molotov(?:\s+cocktails?)?|explosives?|grenades?|ghost\s+guns?|"
           r"untraceable\s+(?:guns?|firearms?)|(?:a\s+)?silencers?|meth(?:amphetamine)?|fentanyl)\b"),
+    # named high explosives and warfare agents: no everyday sense to make, grow or weaponise them in
+    _rule("harmful.make_agent", ThreatCategory.HARMFUL_CONTENT, 0.97,
+          r"\b(?:how\s+(?:do\s+i|can\s+i|to|would\s+i|could\s+i|do\s+you|does\s+one)|steps?\s+to|instructions?\s+"
+          r"(?:for|to|on)|recipe\s+for|teach\s+me\s+to|guide\s+(?:to|on|for))\s+(?:make|build|synthesi[sz]e|produce|"
+          r"cook|create|manufacture|mix|grow|culture|cultivate|weaponi[sz]e|aerosoli[sz]e|refine|extract)\b"
+          r"(?:\s+(?:and|or)\s+(?:weaponi[sz]e|aerosoli[sz]e|spread|release|deploy))?\s+(?:a\s+|an\s+|some\s+|my\s+own\s+)?"
+          r"(?:(?:home\s*made|pure|weapons?[-\s]grade)\s+)?(?:tatp|hmtd|petn|rdx|semtex|c-?4(?!\s*(?:diagrams?|models?|architecture|level))|anthrax(?:\s+spores)?|"
+          r"botulinum(?:\s+toxin)?|vx(?:\s+gas)?|tabun|soman|phosgene|novichok|smallpox|plague\s+bacteria)\b"
+          r"|\bweaponi[sz](?:e|ing)\s+(?:\w+\s+){0,2}?(?:anthrax|botulinum|ricin|smallpox|plague|sarin|vx|"
+          r"nerve\s+agents?|pathogens?|viruses?|bacteria)\b"),
+    _rule("harmful.full_auto", ThreatCategory.HARMFUL_CONTENT, 0.95,
+          r"\bhow\s+(?:do\s+i|can\s+i|to|would\s+i|could\s+i|do\s+you)\s+(?:convert|turn|make|modify)\s+"
+          r"(?:[\w-]+\s+){0,4}?(?:semi[-\s]?auto(?:matic)?|ar-?15|ak-?47|rifle|glock|pistol|gun)s?\s+"
+          r"(?:in)?to\s+(?:a\s+)?(?:fire\s+)?(?:full[-\s]?auto(?:matic)?|fully\s+automatic|select[-\s]fire|machine\s+gun)\b"
+          r"|\bhow\s+(?:do\s+i|can\s+i|to)\s+(?:make|build|install|3d[-\s]?print|machine)\s+(?:an?\s+)?"
+          r"(?:auto\s+sear|lightning\s+link|glock\s+switch|drop[-\s]in\s+auto\s+sear)s?\b"),
     _rule("harmful.self_harm_method", ThreatCategory.HARMFUL_CONTENT, 0.95,
           r"\b(?:(?:most\s+)?painless|easiest|quickest|best|surest)\s+way\s+to\s+(?:kill\s+myself|end\s+my\s+life|"
           r"commit\s+suicide|die)\b|\bhow\s+many\s+[\w\s]{0,30}?(?:pills|tablets)\s+(?:would\s+it\s+take\s+)?to\s+"
