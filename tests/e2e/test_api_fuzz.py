@@ -21,11 +21,17 @@ SCHEMA_CHECKED = ("/v1/", "/healthz")
 STATUS_ONLY = [response_schema_conformance, positive_data_acceptance, negative_data_rejection]
 
 
+# Above the system's own deadline for a question (MESHWARD_DEEP_TIMEOUT_S in conftest.py): a generated question that
+# reaches the deep tier on a loaded 2-core machine is slow, and timing it out is the system's job (a typed 504), not
+# the client's; the fuzz checks statuses and schemas, never wall-clock time.
+CLIENT_TIMEOUT_S = 330
+
+
 def checker(operation, url: str, excluded: list):
     @given(case=operation.as_strategy())
     @settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck), database=None, derandomize=True)
     def check(case):
-        case.call_and_validate(base_url=url, timeout=60, excluded_checks=excluded)
+        case.call_and_validate(base_url=url, timeout=CLIENT_TIMEOUT_S, excluded_checks=excluded)
 
     return check
 
