@@ -35,7 +35,8 @@ from security_layers import _service_blocks  # noqa: E402
 CORPORA = Path(__file__).resolve().parent / "corpora"
 DEFAULT_FILES = ("question_blind.jsonl", "question_blind2.jsonl", "question_blind3.jsonl", "question_blind4.jsonl",
                  "question_multilingual.jsonl", "question_multilingual_harm.jsonl", "question_multilingual_blind.jsonl",
-                 "question_xsafety_dev.jsonl", "question_xsafety_blind.jsonl", "help_probe.jsonl", "homonym_probe.jsonl")
+                 "question_xsafety_dev.jsonl", "question_xsafety_blind.jsonl", "question_edgy_dev.jsonl",
+                 "question_edgy_blind.jsonl", "help_probe.jsonl", "homonym_probe.jsonl")
 HELD_OUT = "held-out test split"
 
 
