@@ -503,7 +503,9 @@ DEFAULT_RULES: tuple[Rule, ...] = (
           r"(?:\s+(?:and|or)\s+(?:weaponi[sz]e|aerosoli[sz]e|spread|release|deploy))?\s+(?:a\s+|an\s+|some\s+|my\s+own\s+)?"
           r"(?:(?:home\s*made|pure|weapons?[-\s]grade)\s+)?(?:tatp|hmtd|petn|rdx|semtex|c-?4(?!\s*(?:diagrams?|models?|architecture|level))|anthrax(?:\s+spores)?|"
           r"botulinum(?:\s+toxin)?|vx(?:\s+gas)?|tabun|soman|phosgene|novichok|smallpox|plague\s+bacteria)\b"
-          r"|\bweaponi[sz](?:e|ing)\s+(?:\w+\s+){0,2}?(?:anthrax|botulinum|ricin|smallpox|plague|sarin|vx|"
+          r"|\b(?:how\s+(?:do|can|could|would|should)\s+(?:i|we|you|one)|how\s+to|ways?\s+(?:of|to)|steps?\s+(?:of|to|for)|"
+          r"guide\s+(?:to|for|on)|(?:best|easiest|fastest)\s+way\s+(?:of|to))\b[^.?!\n]{0,30}?"
+          r"\bweaponi[sz](?:e|ing)\s+(?:\w+\s+){0,2}?(?:anthrax|botulinum|ricin|smallpox|plague|sarin|vx|"
           r"nerve\s+agents?|pathogens?|viruses?|bacteria)\b"),
     _rule("harmful.full_auto", ThreatCategory.HARMFUL_CONTENT, 0.95,
           r"\bhow\s+(?:do\s+i|can\s+i|to|would\s+i|could\s+i|do\s+you)\s+(?:convert|turn|make|modify)\s+"
