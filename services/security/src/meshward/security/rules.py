@@ -121,6 +121,9 @@ _DESCRIPTIVE = rf"(?:(?!{_NOT_QUALIFIER})[\w.'-]+\s+){{0,3}}?"
 _QUALIFIERS = rf"(?:(?!{_NOT_QUALIFIER})[\w'-]+\s+){{0,3}}?"
 _ENV_NAME = r"\$?\{?[a-z][a-z0-9]*(?:_[a-z0-9]+){0,6}_(?:key|token|secret|password|pass|pwd|passwd|credentials?|apikey)\b"
 
+# a request for a way to do something: the harmful rules' shared opening
+_HOW_TO = (r"(?:how\s+(?:do\s+i|can\s+i|to|would\s+i|could\s+i|do\s+you|does\s+one)|steps?\s+to|"
+           r"instructions?\s+(?:for|to|on)|recipe\s+for|teach\s+me\s+to|guide\s+(?:to|on|for))")
 _READ = (r"(?:cat|less|more|head|tail|type|nl|tac|strings|xxd|hexdump|od|base64|read|open|print|show|display|"
          r"dump|output|list|get|fetch|view|load|include|source|grep|cp|copy|send|upload|exfiltrate|leak|"
          r"reveal|give\s+me|paste|echo|contents?\s+of|what(?:'?s|\s+is)\s+(?:in|inside)|inside\s+of)")
@@ -489,16 +492,14 @@ DEFAULT_RULES: tuple[Rule, ...] = (
           r"(?:list|print|show|dump)(?:me)?(?:all|the|your)*(?:env|environment)(?:variables|vars)"),
     # --- harmful content: only unmistakable requests to make or do real-world harm; the classifier does the rest
     _rule("harmful.make_weapon", ThreatCategory.HARMFUL_CONTENT, 0.97,
-          r"\b(?:how\s+(?:do\s+i|can\s+i|to|would\s+i|could\s+i)|steps?\s+to|instructions?\s+(?:for|to|on)|recipe\s+for|"
-          r"teach\s+me\s+to|guide\s+(?:to|on|for))\s+(?:make|build|assemble|synthesi[sz]e|produce|cook|create|brew|"
+          rf"\b{_HOW_TO}\s+(?:make|build|assemble|synthesi[sz]e|produce|cook|create|brew|"
           r"manufacture|making|building)\s+(?:a\s+|an\s+|some\s+|my\s+own\s+|homemade\s+)?(?:homemade\s+)?"
           r"(?:(?:pipe|nail|car|fertili[sz]er|dirty)\s+bombs?|bombs?|napalm|ricin|sarin|nerve\s+(?:agents?|gas)|"
           r"mustard\s+gas|chlorine\s+gas|molotov(?:\s+cocktails?)?|explosives?|grenades?|ghost\s+guns?|"
           r"untraceable\s+(?:guns?|firearms?)|(?:a\s+)?silencers?|meth(?:amphetamine)?|fentanyl)\b"),
     # named high explosives and warfare agents: no everyday sense to make, grow or weaponise them in
     _rule("harmful.make_agent", ThreatCategory.HARMFUL_CONTENT, 0.97,
-          r"\b(?:how\s+(?:do\s+i|can\s+i|to|would\s+i|could\s+i|do\s+you|does\s+one)|steps?\s+to|instructions?\s+"
-          r"(?:for|to|on)|recipe\s+for|teach\s+me\s+to|guide\s+(?:to|on|for))\s+(?:make|build|synthesi[sz]e|produce|"
+          rf"\b{_HOW_TO}\s+(?:make|build|synthesi[sz]e|produce|"
           r"cook|create|manufacture|mix|grow|culture|cultivate|weaponi[sz]e|aerosoli[sz]e|refine|extract)\b"
           r"(?:\s+(?:and|or)\s+(?:weaponi[sz]e|aerosoli[sz]e|spread|release|deploy))?\s+(?:a\s+|an\s+|some\s+|my\s+own\s+)?"
           r"(?:(?:home\s*made|pure|weapons?[-\s]grade)\s+)?(?:tatp|hmtd|petn|rdx|semtex|c-?4(?!\s*(?:diagrams?|models?|architecture|level))|anthrax(?:\s+spores)?|"
@@ -508,10 +509,10 @@ DEFAULT_RULES: tuple[Rule, ...] = (
           r"\bweaponi[sz](?:e|ing)\s+(?:\w+\s+){0,2}?(?:anthrax|botulinum|ricin|smallpox|plague|sarin|vx|"
           r"nerve\s+agents?|pathogens?|viruses?|bacteria)\b"),
     _rule("harmful.full_auto", ThreatCategory.HARMFUL_CONTENT, 0.95,
-          r"\bhow\s+(?:do\s+i|can\s+i|to|would\s+i|could\s+i|do\s+you)\s+(?:convert|turn|make|modify)\s+"
+          rf"\b{_HOW_TO}\s+(?:convert|turn|make|modify)\s+"
           r"(?:[\w-]+\s+){0,4}?(?:semi[-\s]?auto(?:matic)?|ar-?15|ak-?47|rifle|glock|pistol|gun)s?\s+"
           r"(?:in)?to\s+(?:a\s+)?(?:fire\s+)?(?:full[-\s]?auto(?:matic)?|fully\s+automatic|select[-\s]fire|machine\s+gun)\b"
-          r"|\bhow\s+(?:do\s+i|can\s+i|to)\s+(?:make|build|install|3d[-\s]?print|machine)\s+(?:an?\s+)?"
+          rf"|\b{_HOW_TO}\s+(?:make|build|install|3d[-\s]?print|machine)\s+(?:an?\s+)?"
           r"(?:auto\s+sear|lightning\s+link|glock\s+switch|drop[-\s]in\s+auto\s+sear)s?\b"),
     _rule("harmful.self_harm_method", ThreatCategory.HARMFUL_CONTENT, 0.95,
           r"\b(?:(?:most\s+)?painless|easiest|quickest|best|surest)\s+way\s+to\s+(?:kill\s+myself|end\s+my\s+life|"
