@@ -32,11 +32,12 @@ $(STAMP): $(BIN)/python $(PYPROJECTS) requirements/dev.txt requirements/model.tx
 
 install: $(STAMP)
 
-# Fine-tune, export and evaluate both classifiers unless the cache already holds them for this data, training
-# code and hyper-parameters (a few minutes on a 2-core CPU the first time, a few seconds after); the services
-# load the newest build whose preprocessing version they read.
+# Fine-tune, export and evaluate both classifiers, and fit security's n-gram model for text in other scripts, unless
+# the cache already holds them for this data, training code and hyper-parameters (a few minutes on a 2-core CPU the
+# first time, a few seconds after); the services load the newest build whose preprocessing version they read.
 models: $(STAMP)
 	$(BIN)/meshward train security
+	$(BIN)/meshward train security-chargram
 	$(BIN)/meshward train intent
 
 up: $(STAMP) models

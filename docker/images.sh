@@ -34,6 +34,13 @@ print(model_dir(load_scope()) if '$name' == 'intent' else model_dir())") || exit
     rm -rf "build/models/$name"; mkdir -p "build/models/$name/cpu" "build/models/$name/gpu"
     cp "$dir"/{model.int8.onnx,tokenizer.json,card.json,README.md} "build/models/$name/cpu/"
     cp "$dir"/{model.int8.onnx,model.fp16.onnx,tokenizer.json,card.json,README.md} "build/models/$name/gpu/"
+    if [[ $name == security ]]; then  # the n-gram model for text in other scripts (CPU in both variants: a lookup)
+        grams=$($PY -c "from meshward.security.chargram import model_dir; print(model_dir())") || exit 1
+        for variant in cpu gpu; do
+            mkdir -p "build/models/$name/$variant/chargram"
+            cp "$grams"/{weights.npz,card.json,README.md} "build/models/$name/$variant/chargram/"
+        done
+    fi
 done
 
 build() {  # image target service [variant]

@@ -51,6 +51,17 @@ def test_the_security_model_services_load_is_built_from_the_current_data_and_tra
         f"changed since it was built (current key {expected}): run `make models`")
 
 
+def test_the_chargram_model_services_load_is_built_from_the_current_data_and_training_code():
+    from meshward.security.chargram import model_dir
+    from meshward.security_training.chargram import key
+
+    directory = model_dir()
+    expected = key()
+    assert read_card(directory)["key"] == expected, (
+        f"the security-chargram model the service loads ({directory}) is stale: its data or training code changed "
+        f"since it was built (current key {expected}): run `make models`")
+
+
 def test_the_intent_model_services_load_is_built_from_the_current_scope_data_and_training_code():
     from meshward.intent.classifier import model_dir
     from meshward.intent.scope import load_scope

@@ -99,10 +99,12 @@ def model_dir(name: str, key: str, root: Path | None = None) -> Path:
     return (root or models_root()) / f"{name}-{key}"
 
 
-def find_built(name: str, key: str, *, root: Path | None = None, hint: str | None = None) -> Path:
-    """The folder of the built model ``name`` for ``key``; :class:`ModelNotBuiltError` with a fix otherwise."""
+def find_built(name: str, key: str, *, root: Path | None = None, hint: str | None = None,
+               required: tuple[str, ...] = REQUIRED_FILES) -> Path:
+    """The folder of the built model ``name`` for ``key``; :class:`ModelNotBuiltError` with a fix otherwise.
+    ``required``: the files a complete build holds (an ONNX encoder's by default)."""
     directory = model_dir(name, key, root)
-    missing = [f for f in REQUIRED_FILES if not (directory / f).is_file()]
+    missing = [f for f in required if not (directory / f).is_file()]
     if not missing:
         return directory
     others = sorted(p.name for p in (root or models_root()).glob(f"{name}-*") if p.is_dir())
@@ -117,13 +119,14 @@ def read_card(directory: Path) -> dict[str, Any]:
     return json.loads((directory / CARD_FILE).read_text(encoding="utf-8"))
 
 
-def _complete(directory: Path) -> bool:
-    return all((directory / f).is_file() for f in REQUIRED_FILES)
+def _complete(directory: Path, required: tuple[str, ...] = REQUIRED_FILES) -> bool:
+    return all((directory / f).is_file() for f in required)
 
 
-def _builds(name: str, root: Path) -> list[Path]:
+def _builds(name: str, root: Path, required: tuple[str, ...] = REQUIRED_FILES) -> list[Path]:
     """Complete builds of ``name``, newest first (``touch``: `make models` marks the one it asked for)."""
-    found = [p for p in root.glob(f"{name}-*") if p.is_dir() and p.name.rsplit("-", 1)[0] == name and _complete(p)]
+    found = [p for p in root.glob(f"{name}-*")
+             if p.is_dir() and p.name.rsplit("-", 1)[0] == name and _complete(p, required)]
     return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
 
 
@@ -134,27 +137,28 @@ def touch(directory: Path) -> None:
 
 def resolve_model(name: str, preprocessing: Preprocessing, *, path: str | Path | None = None,
                   version: str | None = None, select: dict[str, Any] | None = None,
-                  root: Path | None = None, what: str = "") -> Path:
+                  root: Path | None = None, what: str = "", required: tuple[str, ...] = REQUIRED_FILES) -> Path:
     """The folder of the model a service loads: ``path`` when given, else the build ``version`` (a key or a
     prefix of one) in the models root, else the newest build of ``name`` whose card holds ``select`` (e.g. the
     scope it was trained for). The card's preprocessing must be ``preprocessing``; every failure raises
-    :class:`ModelNotBuiltError` (:class:`PreprocessingMismatchError`) saying what to run."""
+    :class:`ModelNotBuiltError` (:class:`PreprocessingMismatchError`) saying what to run. ``required``: the files a
+    complete build holds (an ONNX encoder's by default)."""
     fix = MAKE_MODELS.format(name=name)
     root = (root or models_root()).expanduser()
     if path is not None:
         directory = Path(path).expanduser()
-        if not _complete(directory):
-            missing = [f for f in REQUIRED_FILES if not (directory / f).is_file()]
+        if not _complete(directory, required):
+            missing = [f for f in required if not (directory / f).is_file()]
             raise ModelNotBuiltError(f"{directory} is not a built {name} model (missing {', '.join(missing)}): "
                                      f"point it at a folder `meshward train {name} --print-dir` printed, or unset it")
         candidates = [directory]
     elif version:
-        candidates = [p for p in _builds(name, root) if p.name.removeprefix(f"{name}-").startswith(version)]
+        candidates = [p for p in _builds(name, root, required) if p.name.removeprefix(f"{name}-").startswith(version)]
         if not candidates:
             raise ModelNotBuiltError(f"no built {name} model of version {version} in {root}: {fix}, or pick one of "
-                                     f"{', '.join(p.name for p in _builds(name, root)[:3]) or 'none built'}")
+                                     f"{', '.join(p.name for p in _builds(name, root, required)[:3]) or 'none built'}")
     else:
-        candidates = _builds(name, root)
+        candidates = _builds(name, root, required)
     cards = [(p, read_card(p)) for p in candidates]
     if select:
         cards = [(p, c) for p, c in cards if all(c.get(k) == v for k, v in select.items())]
@@ -166,7 +170,7 @@ def resolve_model(name: str, preprocessing: Preprocessing, *, path: str | Path |
         raise PreprocessingMismatchError(
             f"the {name} model in {directory} was built for {preprocessing.of(card)}, but this service reads text "
             f"with {preprocessing}: {fix} to build one for it")
-    others = ", ".join(p.name for p in _builds(name, root)[:3])
+    others = ", ".join(p.name for p in _builds(name, root, required)[:3])
     raise ModelNotBuiltError(f"no built {name} model{' ' + what if what else ''} in {root}"
                              f"{f' (other builds: {others})' if others else ''}: {fix}")
 

@@ -75,7 +75,8 @@ def _show(args: argparse.Namespace, r: httpx.Response) -> int:
     return 0
 
 
-TRAINABLE = {"security": "meshward.security_training", "intent": "meshward.intent_training"}
+TRAINABLE = {"security": "meshward.security_training", "security-chargram": "meshward.security_training.chargram",
+             "intent": "meshward.intent_training"}
 
 
 def cmd_train(args: argparse.Namespace) -> int:

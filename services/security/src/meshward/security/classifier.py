@@ -14,6 +14,7 @@ highest ``1 - p(benign)`` over its views and windows; its category is that row's
 """
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from meshward.bus.context import current_deadline
 from meshward.classifier import MicroBatcher, OnnxTextClassifier, Preprocessing, WordPieces, resolve_model, softmax
 from meshward.contracts import DecidingLayer, ModelInfo, ThreatCategory
 
+from .chargram import ENCODER_FLOOR, MIN_LATIN_WORDS, CharGramModel, latin_view, reads_other_script
 from .decision import Finding
 from .normalize import readings
 
@@ -148,26 +150,55 @@ class ClassifierLayer:
 
     Requests are micro-batched: concurrent questions share one inference on a worker thread, so the event
     loop never waits on the model; a request whose deadline (from the bus context) passes while queued fails
-    with :class:`meshward.classifier.DeadlineExceeded`.
+    with :class:`meshward.classifier.DeadlineExceeded`. A text in another script than Latin is the n-gram model's
+    to judge when one is loaded (:mod:`.chargram`); the encoder, which reads such text as a soup of characters,
+    judges its Latin-script words when there are ``latin_min_words`` of them, and the whole text only at
+    ``encoder_floor`` (1: never).
     """
 
     name: DecidingLayer = DecidingLayer.CLASSIFIER
     waits = True  # the model runs on the batcher's worker thread
 
-    def __init__(self, model: SecurityClassifier, *, max_batch_size: int = 32, max_wait_ms: float = 2.0) -> None:
+    def __init__(self, model: SecurityClassifier, *, max_batch_size: int = 32, max_wait_ms: float = 2.0,
+                 other_scripts: CharGramModel | None = None, encoder_floor: float = ENCODER_FLOOR,
+                 latin_min_words: int = MIN_LATIN_WORDS) -> None:
         self.model = model
+        self.other_scripts = other_scripts
+        self.encoder_floor = encoder_floor
+        self.latin_min_words = latin_min_words
         self.batcher: MicroBatcher[str, ThreatScore] = MicroBatcher(
             model.classify_many, max_batch_size=max_batch_size, max_wait_ms=max_wait_ms, name="security")
 
     async def evaluate(self, text: str) -> Finding | None:
-        result = await self.batcher.submit(text, deadline=current_deadline())
         version = self.model.clf.version
-        if result.blocked:
+        if self.other_scripts is None or not reads_other_script(text):
+            result = await self.batcher.submit(text, deadline=current_deadline())
+            return self._finding(result, self.model.threshold, f"classifier {version}")
+        gram = self.other_scripts.classify(text)
+        if gram.blocked:
+            return Finding(gram.category, gram.score, self.name,
+                           f"n-gram classifier {self.other_scripts.version} (other script): {gram.category.value} "
+                           f"p={gram.score:.3f} >= {self.other_scripts.threshold:.3f}", blocking=True)
+        # (what the encoder reads, the score that blocks it, how the verdict names it)
+        readings = [(text, self.encoder_floor, f"classifier {version} (other script)")] if self.encoder_floor < 1.0 else []
+        latin = latin_view(text, self.latin_min_words)
+        if latin:
+            readings.append((latin, self.model.threshold, f"classifier {version} on the Latin-script words"))
+        results = await asyncio.gather(*(self.batcher.submit(r, deadline=current_deadline()) for r, _, _ in readings))
+        findings = [self._finding(result, threshold, label) for result, (_, threshold, label) in zip(results, readings, strict=True)]
+        blocking = [f for f in findings if f.blocking]
+        if blocking:
+            return max(blocking, key=lambda f: f.score)
+        return Finding(None, max([gram.score, *(f.score for f in findings)]), self.name,
+                       f"n-gram classifier {self.other_scripts.version} (other script): attack p={gram.score:.3f} < "
+                       f"{self.other_scripts.threshold:.3f}" + "".join(f"; {f.reason}" for f in findings), blocking=False)
+
+    def _finding(self, result: ThreatScore, threshold: float, label: str) -> Finding:
+        if result.score >= threshold:
             return Finding(result.category, result.score, self.name,
-                           f"classifier {version}: {result.category.value} p={result.score:.3f} >= {self.model.threshold:.3f}",
-                           blocking=True)
-        return Finding(None, result.score, self.name,
-                       f"classifier {version}: attack p={result.score:.3f} < {self.model.threshold:.3f}", blocking=False)
+                           f"{label}: {result.category.value} p={result.score:.3f} >= {threshold:.3f}", blocking=True)
+        return Finding(None, result.score, self.name, f"{label}: attack p={result.score:.3f} < {threshold:.3f}",
+                       blocking=False)
 
     async def close(self) -> None:
         await self.batcher.close()

@@ -85,7 +85,15 @@ def create_service(settings: SecuritySettings | None = None) -> Service[Security
         # Raises ModelNotBuiltError ("run `meshward train security`") when the model is missing.
         model = await asyncio.to_thread(SecurityClassifier.load, settings.model_dir,
                                         version=settings.model_version, threshold=settings.threshold)
-        classifier = ClassifierLayer(model, max_batch_size=settings.max_batch_size, max_wait_ms=settings.max_wait_ms)
+        other_scripts = None
+        if settings.chargram:
+            from .chargram import CharGramModel
+
+            # Raises ModelNotBuiltError ("run `meshward train security-chargram`") when it is missing.
+            other_scripts = await asyncio.to_thread(CharGramModel.load, settings.chargram_dir,
+                                                    threshold=settings.chargram_threshold)
+        classifier = ClassifierLayer(model, max_batch_size=settings.max_batch_size, max_wait_ms=settings.max_wait_ms,
+                                     other_scripts=other_scripts, encoder_floor=settings.encoder_floor)
         stack.push_async_callback(classifier.close)
         info = model.model_info
         judge = _judge(rules, tail, [classifier], model=info, conversation_min_score=settings.conversation_min_score,
@@ -94,7 +102,9 @@ def create_service(settings: SecuritySettings | None = None) -> Service[Security
                            model=info.name,
                            model_version=info.version, provider=info.provider or "",
                            threshold=f"{model.threshold:.4f}", max_batch_size=str(settings.max_batch_size),
-                           max_wait_ms=str(settings.max_wait_ms))
+                           max_wait_ms=str(settings.max_wait_ms),
+                           other_scripts=f"{other_scripts.version} threshold {other_scripts.threshold:.4f}, encoder floor "
+                                         f"{settings.encoder_floor:g}" if other_scripts else "encoder only")
         return SecurityState(judge)
 
     @service.handler(subjects.SECURITY_CHECK, SecurityCheckRequest)

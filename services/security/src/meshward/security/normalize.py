@@ -53,6 +53,12 @@ _HOMOGLYPHS = str.maketrans({
 })
 
 _HOMOGLYPH_KEYS = frozenset(chr(cp) for cp in _HOMOGLYPHS)
+
+
+def is_lookalike(char: str) -> bool:
+    """Whether ``char`` is a Cyrillic or Greek letter that passes for a Latin one (what obfuscation swaps in)."""
+    return char in _HOMOGLYPH_KEYS
+
 _WORD = re.compile(r"\w+")
 
 _LEET_CHARS = "0134579@$!|"
