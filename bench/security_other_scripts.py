@@ -1,11 +1,12 @@
-"""Questions in other scripts than Latin: the security service's decision with the encoder alone (the build before
+"""Questions foreign to the encoder (other scripts than Latin; Latin-script languages it was not trained on): the
+security service's decision with the encoder alone (the build before
 the n-gram model) against the encoder plus the n-gram model at several thresholds and encoder floors, with and without the encoder reading the
 Latin-script words of such text, same texts,
 same run, in process. Figures only, never asserted.
 
 Corpora: the three multilingual sets in `bench/corpora/` (two dev sets, one blind set read as counts only), the
-n-gram model's own held-out test split, and three English sets as a check that Latin-script text is untouched. Each
-row is split by whether the text reads as another script (:func:`meshward.security.chargram.reads_other_script`).
+n-gram model's own held-out test split, and three English sets as a check that English text is untouched. Each
+row is split by whether the text is foreign to the encoder (:func:`meshward.security.chargram.reads_foreign`).
 The decision is the service's for a question (rules, adversarial-suffix layer, decode-and-judge, classifier; no
 known threats, which need memory).
 
@@ -31,7 +32,7 @@ from meshward.security.chargram import (  # noqa: E402
     MIN_LATIN_WORDS,
     CharGramModel,
     model_dir,
-    reads_other_script,
+    reads_foreign,
 )
 from meshward.security.classifier import ClassifierLayer, SecurityClassifier  # noqa: E402
 from meshward.security.decision import RulesLayerAdapter  # noqa: E402
@@ -96,15 +97,15 @@ async def main_async(args: argparse.Namespace) -> None:
     report = []
     for name, items in sets.items():
         texts = [i["text"] for i in items]
-        other = np.array([reads_other_script(t) for t in texts])
-        print(f"\n== {name}: {len(items)} texts, {int(other.sum())} in another script")
+        other = np.array([reads_foreign(t) for t in texts])
+        print(f"\n== {name}: {len(items)} texts, {int(other.sum())} foreign to the encoder")
         for label, grams, floor, latin in configs:
             blocked = await blocks(encoder, grams, floor, latin, texts)
-            row = {"corpus": name, "config": label, "other_script": counts(blocked, items, other),
-                   "latin_script": counts(blocked, items, ~other)}
+            row = {"corpus": name, "config": label, "foreign": counts(blocked, items, other),
+                   "encoder": counts(blocked, items, ~other)}
             report.append(row)
             fmt = lambda c: ", ".join(f"{k} {v}" for k, v in c.items()) or "-"  # noqa: E731
-            print(f"  {label:<56} other script: {fmt(row['other_script']):<48} latin: {fmt(row['latin_script'])}")
+            print(f"  {label:<56} foreign: {fmt(row['foreign']):<48} encoder's: {fmt(row['encoder'])}")
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
 

@@ -25,7 +25,7 @@ from meshward.bus.context import current_deadline
 from meshward.classifier import MicroBatcher, OnnxTextClassifier, Preprocessing, WordPieces, resolve_model, softmax
 from meshward.contracts import DecidingLayer, ModelInfo, ThreatCategory
 
-from .chargram import ENCODER_FLOOR, MIN_LATIN_WORDS, CharGramModel, latin_view, reads_other_script
+from .chargram import ENCODER_FLOOR, MIN_LATIN_WORDS, CharGramModel, latin_view, reads_foreign
 from .decision import Finding
 from .normalize import readings
 
@@ -171,7 +171,7 @@ class ClassifierLayer:
 
     async def evaluate(self, text: str) -> Finding | None:
         version = self.model.clf.version
-        if self.other_scripts is None or not reads_other_script(text):
+        if self.other_scripts is None or not reads_foreign(text):
             result = await self.batcher.submit(text, deadline=current_deadline())
             return self._finding(result, self.model.threshold, f"classifier {version}")
         gram = self.other_scripts.classify(text)
