@@ -28,7 +28,7 @@ def test_split():
     return split(load_examples())["test"]
 
 
-LATIN_SCRIPT = {"pl", "tr", "vi"}  # routed by their marked letters: short texts without one stay with the encoder
+LATIN_SCRIPT = {"id", "pl", "sw", "tr", "vi"}  # routed by their letters or function words: short texts may stay
 
 
 def test_the_examples_are_text_the_model_would_judge(test_split):
