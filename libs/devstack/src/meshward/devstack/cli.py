@@ -2,7 +2,7 @@
 
     meshward up                      start everything locally (embedded NATS unless MESHWARD_NATS_URL is set)
     meshward ask "question" [--thread ID] [--json]
-    meshward train security|intent|all [--force] [--check] ...   build the fine-tuned classifiers (cached)
+    meshward train security|security-chargram|intent|all [--force] [--check] ...   build the classifiers (cached)
     meshward approve THREAD [--deny] [--reason TEXT]   decide a pending tool call
     meshward keys create NAME | list | revoke NAME   API keys of the HTTP ingress
     meshward credentials DIR         the closed bus for another deployment: a password file per service and nats-auth.conf

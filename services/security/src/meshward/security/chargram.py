@@ -113,6 +113,8 @@ def _marked(char: str) -> bool:
 
 def _bare(word: str) -> str:
     """``word`` casefolded, without punctuation around it or accents on it."""
+    if word.isascii():
+        return word.strip(_PUNCT).lower()
     decomposed = unicodedata.normalize("NFKD", word.strip(_PUNCT).casefold())
     return "".join(c for c in decomposed if not unicodedata.combining(c))
 

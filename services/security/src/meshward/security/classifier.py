@@ -25,7 +25,7 @@ from meshward.bus.context import current_deadline
 from meshward.classifier import MicroBatcher, OnnxTextClassifier, Preprocessing, WordPieces, resolve_model, softmax
 from meshward.contracts import DecidingLayer, ModelInfo, ThreatCategory
 
-from .chargram import ENCODER_FLOOR, MIN_LATIN_WORDS, CharGramModel, latin_view, reads_foreign
+from .chargram import ENCODER_FLOOR, MIN_LATIN_WORDS, CharGramModel, GramScore, latin_view, reads_foreign
 from .decision import Finding
 from .normalize import readings
 
@@ -53,6 +53,7 @@ PREPROCESSING = Preprocessing("security-views", 1)
 BENIGN = "benign"
 MAX_VIEWS = 6
 WINDOW_TOKENS = 128
+INLINE_CHARS = 1_000  # longer texts are sorted into foreign or not on a worker thread
 MAX_WINDOWS = 8  # per view: a 20k-character question is covered by first/last and evenly spaced windows
 
 
@@ -171,10 +172,11 @@ class ClassifierLayer:
 
     async def evaluate(self, text: str) -> Finding | None:
         version = self.model.clf.version
-        if self.other_scripts is None or not reads_foreign(text):
+        # a long text's letters and n-grams take milliseconds: not on the event loop
+        gram = (self._foreign(text) if len(text) <= INLINE_CHARS else await asyncio.to_thread(self._foreign, text))
+        if gram is None:
             result = await self.batcher.submit(text, deadline=current_deadline())
             return self._finding(result, self.model.threshold, f"classifier {version}")
-        gram = self.other_scripts.classify(text)
         if gram.blocked:
             return Finding(gram.category, gram.score, self.name,
                            f"n-gram classifier {self.other_scripts.version} (other script): {gram.category.value} "
@@ -192,6 +194,12 @@ class ClassifierLayer:
         return Finding(None, max([gram.score, *(f.score for f in findings)]), self.name,
                        f"n-gram classifier {self.other_scripts.version} (other script): attack p={gram.score:.3f} < "
                        f"{self.other_scripts.threshold:.3f}" + "".join(f"; {f.reason}" for f in findings), blocking=False)
+
+    def _foreign(self, text: str) -> GramScore | None:
+        """The n-gram model's score of a text foreign to the encoder; None for the encoder's own."""
+        if self.other_scripts is None or not reads_foreign(text):
+            return None
+        return self.other_scripts.classify(text)
 
     def _finding(self, result: ThreatScore, threshold: float, label: str) -> Finding:
         if result.score >= threshold:
