@@ -58,13 +58,13 @@ NGRAMS = (1, 4)
 MAX_CHARS = 4_000  # of a text, its beginning: the features of a longer one cost time and say no more
 # of a text's letters, foreign to the encoder (:func:`foreign_share`): the n-gram model decides. Low, because English
 # words (a command, a log line, "API key") inside a sentence in another script outweigh it in letters; no text of the
-# English corpora reaches it (README: Security hardening, other scripts)
+# English corpora reaches it (README: Security hardening, other languages)
 FOREIGN_SHARE = 0.25
 SYLLABIC_WEIGHT = 3
-# The encoder's score that still blocks a text in another script: 1 never (it scores a third of ordinary questions
-# there at 0.99 and more; README: Security hardening, other scripts). It reads their Latin words instead.
+# The encoder's score that still blocks a whole foreign text: 1 never (it scores a third of ordinary questions in other
+# scripts at 0.99 and more; README: Security hardening, other languages). It reads their English sentences instead.
 ENCODER_FLOOR = 1.0
-MIN_LATIN_WORDS = 6  # of a text in another script, for the encoder to judge its Latin-script words
+MIN_LATIN_WORDS = 6  # of a foreign text's English-looking sentences, for the encoder to judge them
 BENIGN = "benign"
 
 

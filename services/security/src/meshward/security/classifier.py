@@ -151,10 +151,10 @@ class ClassifierLayer:
 
     Requests are micro-batched: concurrent questions share one inference on a worker thread, so the event
     loop never waits on the model; a request whose deadline (from the bus context) passes while queued fails
-    with :class:`meshward.classifier.DeadlineExceeded`. A text in another script than Latin is the n-gram model's
-    to judge when one is loaded (:mod:`.chargram`); the encoder, which reads such text as a soup of characters,
-    judges its Latin-script words when there are ``latin_min_words`` of them, and the whole text only at
-    ``encoder_floor`` (1: never).
+    with :class:`meshward.classifier.DeadlineExceeded`. A text foreign to the encoder (another script, a Latin-script
+    language it was not trained on) is the n-gram model's to judge when one is loaded (:mod:`.chargram`); the encoder,
+    which reads such text as a soup of characters or fragments, judges its English-looking sentences when they hold
+    ``latin_min_words`` words, and the whole text only at ``encoder_floor`` (1: never).
     """
 
     name: DecidingLayer = DecidingLayer.CLASSIFIER
@@ -179,20 +179,20 @@ class ClassifierLayer:
             return self._finding(result, self.model.threshold, f"classifier {version}")
         if gram.blocked:
             return Finding(gram.category, gram.score, self.name,
-                           f"n-gram classifier {self.other_scripts.version} (other script): {gram.category.value} "
+                           f"n-gram classifier {self.other_scripts.version} (foreign text): {gram.category.value} "
                            f"p={gram.score:.3f} >= {self.other_scripts.threshold:.3f}", blocking=True)
         # (what the encoder reads, the score that blocks it, how the verdict names it)
-        readings = [(text, self.encoder_floor, f"classifier {version} (other script)")] if self.encoder_floor < 1.0 else []
+        readings = [(text, self.encoder_floor, f"classifier {version} (foreign text)")] if self.encoder_floor < 1.0 else []
         latin = latin_view(text, self.latin_min_words)
         if latin:
-            readings.append((latin, self.model.threshold, f"classifier {version} on the Latin-script words"))
+            readings.append((latin, self.model.threshold, f"classifier {version} on the English-looking sentences"))
         results = await asyncio.gather(*(self.batcher.submit(r, deadline=current_deadline()) for r, _, _ in readings))
         findings = [self._finding(result, threshold, label) for result, (_, threshold, label) in zip(results, readings, strict=True)]
         blocking = [f for f in findings if f.blocking]
         if blocking:
             return max(blocking, key=lambda f: f.score)
         return Finding(None, max([gram.score, *(f.score for f in findings)]), self.name,
-                       f"n-gram classifier {self.other_scripts.version} (other script): attack p={gram.score:.3f} < "
+                       f"n-gram classifier {self.other_scripts.version} (foreign text): attack p={gram.score:.3f} < "
                        f"{self.other_scripts.threshold:.3f}" + "".join(f"; {f.reason}" for f in findings), blocking=False)
 
     def _foreign(self, text: str) -> GramScore | None:

@@ -29,12 +29,12 @@ class SecuritySettings(BaseSettings):
     model_dir: Path | None = Field(default=None, description="a built security model folder; the newest build in the models root when unset")
     model_version: str | None = Field(default=None, max_length=64, description="the build (model key or a prefix) to load from the models root")
     threshold: float | None = Field(default=None, gt=0.0, lt=1.0, description="override the model card's operating threshold")
-    chargram: bool = Field(default=True, description="judge text mostly in other scripts than Latin with the n-gram model "
-                                                     "(`meshward train security-chargram`)")
+    chargram: bool = Field(default=True, description="judge text foreign to the encoder (other scripts, Latin-script languages "
+                                                     "it was not trained on) with the n-gram model (`meshward train security-chargram`)")
     chargram_dir: Path | None = Field(default=None, description="a built security-chargram folder; the newest build when unset")
     chargram_threshold: float | None = Field(default=None, gt=0.0, lt=1.0, description="override the n-gram model's threshold")
     encoder_floor: float = Field(default=ENCODER_FLOOR, gt=0.0, le=1.0,
-                                 description="the classifier's score that still blocks text in another script")
+                                 description="the classifier's score that still blocks a whole foreign text (1: never)")
     conversation_min_score: float = Field(default=CONVERSATION_MIN_SCORE, gt=0.0, le=1.0,
                                           description="the classifier's score that blocks a conversation (the joined recent turns)")
     content_min_score: float = Field(default=CONTENT_MIN_SCORE, gt=0.0, le=1.0,
