@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+from typing import Any
 
 import numpy as np
 from meshward.contracts import SecurityCheckRequest
@@ -25,10 +26,11 @@ from meshward.security_training.data import BENIGN, LABELS, build_examples, exte
 from meshward.training.metrics import recall_at_fpr
 
 
-async def _service_blocks(model: SecurityClassifier, texts: list[str]) -> np.ndarray:
+async def _service_blocks(model: SecurityClassifier, texts: list[str], **layer_options: Any) -> np.ndarray:
     """Whether the service's decision for a question (no known threats: no memory here; the data the question
-    carries judged as content, as the service does) blocks each text."""
-    layer = ClassifierLayer(model, max_batch_size=32, max_wait_ms=2.0)
+    carries judged as content, as the service does) blocks each text. ``layer_options`` go to the classifier layer
+    (the n-gram model for foreign text, the encoder's floor)."""
+    layer = ClassifierLayer(model, max_batch_size=32, max_wait_ms=2.0, **layer_options)
     judge = _judge(RulesLayerAdapter(), [], [layer])
     try:
         judgements = await asyncio.gather(*(judge.check(SecurityCheckRequest(text=t)) for t in texts))

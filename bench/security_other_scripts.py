@@ -26,7 +26,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
 from _common import machine  # noqa: E402
 from ask_eval import read_corpus  # noqa: E402
-from meshward.contracts import SecurityCheckRequest  # noqa: E402
 from meshward.security.chargram import (  # noqa: E402
     ENCODER_FLOOR,
     MIN_LATIN_WORDS,
@@ -34,9 +33,8 @@ from meshward.security.chargram import (  # noqa: E402
     model_dir,
     reads_foreign,
 )
-from meshward.security.classifier import ClassifierLayer, SecurityClassifier  # noqa: E402
-from meshward.security.decision import RulesLayerAdapter  # noqa: E402
-from meshward.security.handlers import _judge  # noqa: E402
+from meshward.security.classifier import SecurityClassifier  # noqa: E402
+from security_layers import _service_blocks  # noqa: E402
 from security_operating_points import MeanOfBuilds  # noqa: E402
 
 CORPORA = Path(__file__).resolve().parent / "corpora"
@@ -57,14 +55,7 @@ def held_out() -> list[dict]:
 
 async def blocks(encoder: MeanOfBuilds, grams: CharGramModel | None, floor: float, latin: int,
                  texts: list[str]) -> np.ndarray:
-    layer = ClassifierLayer(encoder, max_batch_size=32, max_wait_ms=2.0, other_scripts=grams, encoder_floor=floor,
-                            latin_min_words=latin)
-    judge = _judge(RulesLayerAdapter(), [], [layer])
-    try:
-        judgements = await asyncio.gather(*(judge.check(SecurityCheckRequest(text=t)) for t in texts))
-    finally:
-        await layer.close()
-    return np.array([not j.verdict.allowed for j in judgements])
+    return await _service_blocks(encoder, texts, other_scripts=grams, encoder_floor=floor, latin_min_words=latin)
 
 
 def counts(blocked: np.ndarray, items: list[dict], mask: np.ndarray) -> dict[str, str]:
