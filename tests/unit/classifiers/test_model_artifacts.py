@@ -40,26 +40,18 @@ def _fake_build(root: Path, name: str, key: str, preprocessing: dict | None, mti
 # ------------------------------------------------------------------ stale builds: a test, not start-up
 
 
-def test_the_security_model_services_load_is_built_from_the_current_data_and_training_code():
-    from meshward.security.classifier import model_dir
-    from meshward.security_training import key
+@pytest.mark.parametrize("name, runtime, training", [
+    ("security", "meshward.security.classifier", "meshward.security_training"),
+    ("security-chargram", "meshward.security.chargram", "meshward.security_training.chargram"),
+])
+def test_the_security_model_services_load_is_built_from_the_current_data_and_training_code(name, runtime, training):
+    import importlib
 
-    directory = model_dir()
-    expected = key()
+    directory = importlib.import_module(runtime).model_dir()
+    expected = importlib.import_module(training).key()
     assert read_card(directory)["key"] == expected, (
-        f"the security model the service loads ({directory}) is stale: the data, training code or hyper-parameters "
+        f"the {name} model the service loads ({directory}) is stale: the data, training code or hyper-parameters "
         f"changed since it was built (current key {expected}): run `make models`")
-
-
-def test_the_chargram_model_services_load_is_built_from_the_current_data_and_training_code():
-    from meshward.security.chargram import model_dir
-    from meshward.security_training.chargram import key
-
-    directory = model_dir()
-    expected = key()
-    assert read_card(directory)["key"] == expected, (
-        f"the security-chargram model the service loads ({directory}) is stale: its data or training code changed "
-        f"since it was built (current key {expected}): run `make models`")
 
 
 def test_the_intent_model_services_load_is_built_from_the_current_scope_data_and_training_code():
