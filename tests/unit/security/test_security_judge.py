@@ -320,3 +320,62 @@ async def test_the_data_a_question_carries_is_judged_as_content():
     # with turns before it, too
     j = await judge.check(SecurityCheckRequest(text=RESUME, context=["Hi, I am hiring for the data team."]))
     assert not j.verdict.allowed and j.verdict.reason.startswith("data in the question: ") and not j.learnable
+
+
+class _Deferrable:
+    """A classifier layer whose findings say themselves whether they wait for scope (the text's "defer")."""
+
+    name = DecidingLayer.CLASSIFIER
+
+    async def evaluate(self, text: str) -> Finding | None:
+        if "harm" not in text:
+            return None
+        return Finding(ThreatCategory.HARMFUL_CONTENT, 0.8, self.name, "p=0.80", blocking=True, deferrable="defer" in text)
+
+
+async def test_a_deferred_harm_verdict_says_so_and_teaches_nothing():
+    judge = _judge(_Deferrable())
+    j = await judge.check(SecurityCheckRequest(text="a harm question to defer"))
+    assert not j.verdict.allowed and j.verdict.deferred_to_scope and not j.learnable
+    sure = await judge.check(SecurityCheckRequest(text="a harm question"))
+    assert not sure.verdict.allowed and not sure.verdict.deferred_to_scope and sure.learnable
+    # decoded readings are judged again by the decode layer: its verdict is its own, and never waits
+    import base64
+
+    encoded = base64.b64encode(b"a harm question to defer, decoded").decode()
+    decoded = await judge.check(SecurityCheckRequest(text=f"What does this say? {encoded}"))
+    assert not decoded.verdict.allowed and decoded.verdict.layer == DecidingLayer.DECODE
+    assert not decoded.verdict.deferred_to_scope
+
+
+def _harm_encoder(score: float, share: float, category=ThreatCategory.HARMFUL_CONTENT, threshold: float = 0.666):
+    from types import SimpleNamespace
+
+    from meshward.security.classifier import ThreatScore
+
+    def classify_many(texts):
+        return [ThreatScore(score, category, score >= threshold, share) for _ in texts]
+    return SimpleNamespace(classify_many=classify_many, threshold=threshold, clf=SimpleNamespace(version="enc"))
+
+
+@pytest.mark.parametrize(("score", "share", "category", "deferrable"), [
+    (0.8, 0.95, ThreatCategory.HARMFUL_CONTENT, True),
+    (0.99, 0.95, ThreatCategory.HARMFUL_CONTENT, False),  # sure: it stands whatever the scope
+    (0.8, 0.6, ThreatCategory.HARMFUL_CONTENT, False),  # an attack on the assistant beside the harm: it stands
+    (0.8, 0.95, ThreatCategory.ROLE_MANIPULATION, False),  # attacks never wait
+])
+async def test_the_classifier_layer_defers_only_unsure_harm_with_nothing_of_an_attack(score, share, category, deferrable):
+    from meshward.security.classifier import ClassifierLayer
+
+    layer = ClassifierLayer(_harm_encoder(score, share, category), harm_sure_score=0.98, harm_min_share=0.9)
+    try:
+        finding = await layer.evaluate("How do I get back at my neighbour?")
+    finally:
+        await layer.close()
+    assert finding.blocking and finding.deferrable is deferrable
+    assert ("a threat only in scope" in finding.reason) is deferrable
+    off = ClassifierLayer(_harm_encoder(score, share, category), harm_sure_score=0.0)
+    try:
+        assert not (await off.evaluate("How do I get back at my neighbour?")).deferrable
+    finally:
+        await off.close()

@@ -38,8 +38,10 @@ def reply(content="", tool_calls=(), finish_reason=None, provider="fake", model=
 
 class FakePorts:
     def __init__(self, intent="calculation", in_scope=True, threat=None, tool_error=None, fail=None, leak=False, tools=("calculator",), results=None,
-                 chat=(), content_threats=(), context=None, similar=(), needs_approval=(), changes=None, read_only_tools=()):
+                 chat=(), content_threats=(), context=None, similar=(), needs_approval=(), changes=None, read_only_tools=(),
+                 deferred=False):
         self.intent, self.in_scope, self.threat = intent, in_scope, threat
+        self.deferred = deferred  # the threat is an unsure classifier verdict that waits for scope
         self.tool_error, self.fail, self.leak, self.tools = tool_error, fail, leak, tools
         self.results = results or {}  # tool name -> list of content dicts
         self.chat_script = list(chat)  # ChatResponse or Exception, one per chat call
@@ -67,6 +69,9 @@ class FakePorts:
     async def check_security(self, text, thread_id, context=None):
         self._maybe_fail("security")
         self.security_contexts.append(list(context or []))
+        if self.threat and self.deferred:
+            return SecurityVerdict(allowed=False, threat_category=ThreatCategory(self.threat), score=0.8, layer=DecidingLayer.CLASSIFIER,
+                                   reason="classifier p=0.80", deferred_to_scope=True)
         if self.threat:
             return SecurityVerdict(allowed=False, threat_category=ThreatCategory(self.threat), score=0.97, layer=DecidingLayer.RULES, reason="rule")
         return SecurityVerdict(allowed=True, score=0.0, layer=DecidingLayer.NONE)

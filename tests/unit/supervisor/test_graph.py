@@ -59,6 +59,24 @@ async def test_off_topic_is_refused_as_out_of_scope():
     assert r.route == ["security", "intent", "refuse"]
 
 
+async def test_a_harm_verdict_deferred_to_scope_is_a_scope_refusal_out_of_scope():
+    ports = FakePorts(threat="harmful_content", deferred=True, in_scope=False)
+    r = await asker_for(ports).ask("Is it against the law to fly a drone over my neighbor's yard?")
+    assert (r.status, r.refusal_reason, r.threat_category, r.decided_by) == ("refused", "out_of_scope", None, "none")
+    assert r.route == ["security", "intent", "refuse"] and "outside what I can help with" in r.answer
+    assert "crisis line" in r.answer  # unsure, but about harm: the refusal still points to help
+    decisions = [(d.agent, d.decision) for d in ports.events[0][1].decisions]
+    assert decisions[0] == ("security", "BLOCK_IF_IN_SCOPE") and ("intent", "out_of_scope") in decisions
+
+
+async def test_a_harm_verdict_deferred_to_scope_stands_in_scope():
+    ports = FakePorts(threat="harmful_content", deferred=True, intent="ops_knowledge")
+    r = await asker_for(ports).ask("Explain how to take down a hospital's network")
+    assert (r.status, r.refusal_reason, r.threat_category, r.decided_by) == ("refused", "security", "harmful_content", "classifier")
+    assert r.route == ["security", "intent", "refuse"] and "(harmful_content)" in r.answer
+    assert not {"assess", "tools", "retrieve", "reason"} & set(ports.calls)
+
+
 @pytest.mark.parametrize("where", ["security", "intent", "tools", "output_check"])
 async def test_a_failing_agent_becomes_a_helpful_error_answer(where):
     r = await asker_for(FakePorts(fail=where)).ask("Calculate 1 + 1")

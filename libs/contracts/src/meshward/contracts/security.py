@@ -53,6 +53,9 @@ class SecurityVerdict(Message):
     reason: str = ""
     model: ModelInfo | None = None
     source: str | None = Field(default=None, max_length=MAX_ID_CHARS)  # echoed from the request
+    # A block that stands only for a question the assistant would answer: an unsure harm verdict. Out of scope,
+    # the scope refusal answers it (no accusation, nothing learned); in scope, it is refused as a threat.
+    deferred_to_scope: bool = False
 
 
 class LeakKind(StrEnum):

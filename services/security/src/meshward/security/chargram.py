@@ -233,6 +233,7 @@ class GramScore:
     score: float  # 1 - p(benign)
     category: ThreatCategory
     blocked: bool
+    share: float = 1.0  # the category's share of the threat probability (p(category) / score)
 
 
 class CharGramModel:
@@ -270,8 +271,9 @@ class CharGramModel:
         out = []
         for row in self.probabilities(texts):
             score = float(1.0 - row[self._benign])
-            category = ThreatCategory(self.labels[max(self._threats, key=lambda j: row[j])])
-            out.append(GramScore(round(score, 6), category, score >= self.threshold))
+            top = max(self._threats, key=lambda j: row[j])
+            share = float(row[top]) / score if score > 0 else 1.0
+            out.append(GramScore(round(score, 6), ThreatCategory(self.labels[top]), score >= self.threshold, round(share, 6)))
         return out
 
     def classify(self, text: str) -> GramScore:

@@ -26,7 +26,7 @@ from meshward.classifier import MicroBatcher, OnnxTextClassifier, Preprocessing,
 from meshward.contracts import DecidingLayer, ModelInfo, ThreatCategory
 
 from .chargram import ENCODER_FLOOR, MIN_LATIN_WORDS, CharGramModel, GramScore, latin_view, reads_foreign
-from .decision import Finding
+from .decision import HARM_MIN_SHARE, HARM_SURE_SCORE, Finding
 from .normalize import readings
 
 __all__ = [
@@ -107,6 +107,7 @@ class ThreatScore:
     score: float  # calibrated probability that the question is an attack (1 - p(benign))
     category: ThreatCategory  # the most likely threat category (meaningful when score is high)
     blocked: bool  # score >= the model's operating threshold
+    share: float = 1.0  # the category's share of the threat probability (p(category) / score)
 
 
 class SecurityClassifier:
@@ -138,8 +139,10 @@ class SecurityClassifier:
         out = []
         for row in probs:
             score = float(1.0 - row[self._benign])
-            category = ThreatCategory(self.clf.labels[max(self._threats, key=lambda j: row[j])])
-            out.append(ThreatScore(round(score, 6), category, score >= self.threshold))
+            top = max(self._threats, key=lambda j: row[j])
+            share = float(row[top]) / score if score > 0 else 1.0
+            out.append(ThreatScore(round(score, 6), ThreatCategory(self.clf.labels[top]), score >= self.threshold,
+                                   round(share, 6)))
         return out
 
     def classify(self, text: str) -> ThreatScore:
@@ -155,6 +158,10 @@ class ClassifierLayer:
     language it was not trained on) is the n-gram model's to judge when one is loaded (:mod:`.chargram`); the encoder,
     which reads such text as a soup of characters or fragments, judges its English-looking sentences when they hold
     ``latin_min_words`` words, and the whole text only at ``encoder_floor`` (1: never).
+
+    A harm verdict under ``harm_sure_score``, with ``harm_min_share`` of its threat probability or more on harm, is
+    deferrable: it stands only for a question in scope (edgy but legitimate questions score in that band; one the
+    assistant would not answer anyway needs no accusation, and must not teach memory a threat).
     """
 
     name: DecidingLayer = DecidingLayer.CLASSIFIER
@@ -162,8 +169,11 @@ class ClassifierLayer:
 
     def __init__(self, model: SecurityClassifier, *, max_batch_size: int = 32, max_wait_ms: float = 2.0,
                  other_scripts: CharGramModel | None = None, encoder_floor: float = ENCODER_FLOOR,
-                 latin_min_words: int = MIN_LATIN_WORDS) -> None:
+                 latin_min_words: int = MIN_LATIN_WORDS, harm_sure_score: float = HARM_SURE_SCORE,
+                 harm_min_share: float = HARM_MIN_SHARE) -> None:
         self.model = model
+        self.harm_sure_score = harm_sure_score
+        self.harm_min_share = harm_min_share
         self.other_scripts = other_scripts
         self.encoder_floor = encoder_floor
         self.latin_min_words = latin_min_words
@@ -178,9 +188,8 @@ class ClassifierLayer:
             result = await self.batcher.submit(text, deadline=current_deadline())
             return self._finding(result, self.model.threshold, f"classifier {version}")
         if gram.blocked:
-            return Finding(gram.category, gram.score, self.name,
-                           f"n-gram classifier {self.other_scripts.version} (foreign text): {gram.category.value} "
-                           f"p={gram.score:.3f} >= {self.other_scripts.threshold:.3f}", blocking=True)
+            return self._blocking(gram, f"n-gram classifier {self.other_scripts.version} (foreign text): "
+                                        f"{gram.category.value} p={gram.score:.3f} >= {self.other_scripts.threshold:.3f}")
         # (what the encoder reads, the score that blocks it, how the verdict names it)
         readings = [(text, self.encoder_floor, f"classifier {version} (foreign text)")] if self.encoder_floor < 1.0 else []
         latin = latin_view(text, self.latin_min_words)
@@ -203,10 +212,16 @@ class ClassifierLayer:
 
     def _finding(self, result: ThreatScore, threshold: float, label: str) -> Finding:
         if result.score >= threshold:
-            return Finding(result.category, result.score, self.name,
-                           f"{label}: {result.category.value} p={result.score:.3f} >= {threshold:.3f}", blocking=True)
+            return self._blocking(result, f"{label}: {result.category.value} p={result.score:.3f} >= {threshold:.3f}")
         return Finding(None, result.score, self.name, f"{label}: attack p={result.score:.3f} < {threshold:.3f}",
                        blocking=False)
+
+    def _blocking(self, result: ThreatScore | GramScore, reason: str) -> Finding:
+        deferrable = (result.category == ThreatCategory.HARMFUL_CONTENT and result.score < self.harm_sure_score
+                      and result.share >= self.harm_min_share)
+        if deferrable:
+            reason += f"; under {self.harm_sure_score:g}, a threat only in scope"
+        return Finding(result.category, result.score, self.name, reason, blocking=True, deferrable=deferrable)
 
     async def close(self) -> None:
         await self.batcher.close()

@@ -12,6 +12,11 @@ from meshward.contracts import DecidingLayer, ModelInfo, SecurityVerdict, Threat
 from .normalize import normalize
 from .rules import RulesLayer
 
+# A classifier's harm verdict under HARM_SURE_SCORE, with at least HARM_MIN_SHARE of its threat probability on harm
+# (nothing of an attack on the assistant beside it), waits for scope (README: Security hardening, deferred to scope).
+HARM_SURE_SCORE = 0.98
+HARM_MIN_SHARE = 0.9
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -20,6 +25,7 @@ class Finding:
     layer: DecidingLayer
     reason: str
     blocking: bool
+    deferrable: bool = False  # a block that stands only for a question in scope (an unsure harm verdict)
 
 
 class Layer(Protocol):
@@ -88,6 +94,7 @@ class SecurityDecider:
                         layer=finding.layer,
                         reason=finding.reason,
                         model=self._model,
+                        deferred_to_scope=finding.deferrable,
                     )
                 if top is None or _clamp(finding.score) > _clamp(top.score):
                     top = finding

@@ -93,7 +93,8 @@ def create_service(settings: SecuritySettings | None = None) -> Service[Security
             other_scripts = await asyncio.to_thread(CharGramModel.load, settings.chargram_dir,
                                                     threshold=settings.chargram_threshold)
         classifier = ClassifierLayer(model, max_batch_size=settings.max_batch_size, max_wait_ms=settings.max_wait_ms,
-                                     other_scripts=other_scripts, encoder_floor=settings.encoder_floor)
+                                     other_scripts=other_scripts, encoder_floor=settings.encoder_floor,
+                                     harm_sure_score=settings.harm_sure_score, harm_min_share=settings.harm_min_share)
         stack.push_async_callback(classifier.close)
         info = model.model_info
         judge = _judge(rules, tail, [classifier], model=info, conversation_min_score=settings.conversation_min_score,
@@ -103,6 +104,8 @@ def create_service(settings: SecuritySettings | None = None) -> Service[Security
                            model_version=info.version, provider=info.provider or "",
                            threshold=f"{model.threshold:.4f}", max_batch_size=str(settings.max_batch_size),
                            max_wait_ms=str(settings.max_wait_ms),
+                           harm_deferred_to_scope=f"under {settings.harm_sure_score:g} with {settings.harm_min_share:g} of "
+                                                  f"the threat on harm" if settings.harm_sure_score > 0 else "never",
                            other_scripts=f"{other_scripts.version} threshold {other_scripts.threshold:.4f}, encoder floor "
                                          f"{settings.encoder_floor:g}" if other_scripts else "encoder only")
         return SecurityState(judge)
@@ -112,7 +115,9 @@ def create_service(settings: SecuritySettings | None = None) -> Service[Security
         judgement = await service.state.judge.check(req)
         verdict = judgement.verdict
         if not verdict.allowed:
-            metrics.SECURITY_BLOCKS.labels(str(verdict.threat_category), str(verdict.layer)).inc()
+            # a block deferred to scope is counted apart: most of them end as scope refusals, not threats
+            layer = f"{verdict.layer}:deferred_to_scope" if verdict.deferred_to_scope else str(verdict.layer)
+            metrics.SECURITY_BLOCKS.labels(str(verdict.threat_category), layer).inc()
         if (not verdict.allowed and judgement.learnable and settings.publish_violations
                 and verdict.threat_category is not None):
             service.bus.emit(

@@ -355,6 +355,12 @@ class SecurityJudge:
         self.conversation_min_score = conversation_min_score
 
     async def check(self, req: SecurityCheckRequest) -> Judgement:
+        judgement = await self._check(req)
+        if judgement.verdict.deferred_to_scope:  # unsure: most end as scope refusals, and none may teach memory
+            return Judgement(judgement.verdict, learnable=False)
+        return judgement
+
+    async def _check(self, req: SecurityCheckRequest) -> Judgement:
         if req.mode == CheckMode.CONTENT:
             verdict = await self.content.decide(req.text)
             where = req.source or "unnamed source"

@@ -6,6 +6,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .chargram import ENCODER_FLOOR
+from .decision import HARM_MIN_SHARE, HARM_SURE_SCORE
 from .judge import CONTENT_MIN_SCORE, CONVERSATION_MIN_SCORE
 
 # The identifying sentences of the supervisor's system prompt: an answer that
@@ -39,5 +40,14 @@ class SecuritySettings(BaseSettings):
                                           description="the classifier's score that blocks a conversation (the joined recent turns)")
     content_min_score: float = Field(default=CONTENT_MIN_SCORE, gt=0.0, le=1.0,
                                      description="the classifier's score that withholds untrusted content (a tool result, a document)")
+    harm_sure_score: float = Field(default=HARM_SURE_SCORE, ge=0.0, le=1.0,
+                                   description="the classifier's harmful_content score that blocks whatever the scope says; "
+                                               "below it the block stands only for a question in scope (0: never wait)")
+    harm_sure_score: float = Field(default=HARM_SURE_SCORE, ge=0.0, le=1.0,
+                                   description="the classifier's harmful_content score that blocks a question whatever its "
+                                               "scope; under it the block stands only in scope (0: every harm verdict stands)")
+    harm_min_share: float = Field(default=HARM_MIN_SHARE, ge=0.0, le=1.0,
+                                  description="the least share of the threat probability on harm for a harm verdict to "
+                                              "wait for scope (an attack on the assistant beside it never waits)")
     max_batch_size: int = Field(default=32, ge=1, le=1024, description="micro-batching: most questions in one inference")
     max_wait_ms: float = Field(default=2.0, ge=0.0, le=1000.0, description="micro-batching: longest wait for company")

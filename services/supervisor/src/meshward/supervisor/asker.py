@@ -57,6 +57,14 @@ Sink = Callable[[str, dict[str, Any]], Awaitable[None]]
 ChunkSink = Callable[[str, Any], Awaitable[None]]
 
 
+def _decided_by(state: dict[str, Any]) -> str | None:
+    """The security layer behind the outcome; none when a block deferred to scope ended as a scope refusal."""
+    security = state.get("security") or {}
+    if security.get("deferred_to_scope") and state.get("refusal_reason") == "out_of_scope":
+        return "none"
+    return security.get("layer")
+
+
 class Asker:
     def __init__(self, graph, ports: AgentPorts, timeout_s: float = 30.0, recursion_limit: int = 40, deep_timeout_s: float | None = None):
         self.graph = graph
@@ -213,7 +221,7 @@ class Asker:
             refusal_reason=state.get("refusal_reason"),
             threat_category=state.get("threat_category"),
             intent=intent.get("intent"),
-            decided_by=(state.get("security") or {}).get("layer"),
+            decided_by=_decided_by(state),
             route=state.get("route", []),
             tools_used=state.get("tools_used", []),
             trace_id=current_trace_id() or "0" * 32,

@@ -115,13 +115,16 @@ def _rule(state: AskState) -> tuple[str, str]:
     security = state.get("security")
     if security is None:
         return "security", "input not checked yet"
-    if not security["allowed"]:
+    deferred = not security["allowed"] and security.get("deferred_to_scope", False)
+    if not security["allowed"] and not deferred:
         return "refuse", f"threat: {security.get('threat_category')}"
     intent = state.get("intent")
     if intent is None:
-        return "intent", "intent unknown"
+        return "intent", "intent unknown" + (" (security's harm verdict waits for scope)" if deferred else "")
     if not intent["in_scope"]:
         return "refuse", f"off-topic (confidence {intent['confidence']:.2f})"
+    if deferred:
+        return "refuse", f"threat: {security.get('threat_category')} (in scope: {intent['intent']})"
     tier = state.get("tier")
     if tier is None:
         return "assess", f"in scope: {intent['intent']}"
@@ -266,12 +269,13 @@ class GraphBuilder:
             if (task := self._take_speculation(state)) is not None:
                 task.cancel()
             raise
-        if not verdict.allowed and (task := self._take_speculation(state)) is not None:
+        blocked = not verdict.allowed and not verdict.deferred_to_scope
+        if blocked and (task := self._take_speculation(state)) is not None:
             task.cancel()
-        decision = "ALLOW" if verdict.allowed else "BLOCK"
+        decision = "ALLOW" if verdict.allowed else "BLOCK" if blocked else "BLOCK_IF_IN_SCOPE"
         return {
             "security": verdict.model_dump(mode="json"),
-            "threat_category": None if verdict.allowed else str(verdict.threat_category),
+            "threat_category": str(verdict.threat_category) if blocked else None,
             "decisions": self._decision(state, "security", decision, f"{verdict.layer}: {verdict.reason}"[:500]),
         }
 
@@ -616,16 +620,19 @@ class GraphBuilder:
 
     async def refuse(self, state: AskState) -> dict[str, Any]:
         security = state.get("security") or {}
-        if security and not security.get("allowed", True):
-            reason = "security"
+        intent = state.get("intent") or {}
+        # a deferred harm verdict stands only for a question in scope; out of scope, the scope refusal answers it
+        out_of_scope = bool(intent) and not intent.get("in_scope", True)
+        if security and not security.get("allowed", True) and not (security.get("deferred_to_scope") and out_of_scope):
             category = security.get("threat_category")
             text = REFUSALS["security"].format(category=category)
             if category == ThreatCategory.HARMFUL_CONTENT:
                 text += " " + REFUSALS["harmful_content"]
-        else:
-            reason = "out_of_scope"
-            text = REFUSALS["out_of_scope"]
-        return {"answer": text, "status": "refused", "refusal_reason": reason}
+            return {"answer": text, "status": "refused", "refusal_reason": "security", "threat_category": category}
+        text = REFUSALS["out_of_scope"]
+        if security.get("deferred_to_scope"):  # unsure, but about harm: someone in a crisis is still pointed to help
+            text += " " + REFUSALS["harmful_content"]
+        return {"answer": text, "status": "refused", "refusal_reason": "out_of_scope"}
 
     async def error(self, state: AskState) -> dict[str, Any]:
         detail = state.get("error") or "unknown failure"
