@@ -385,7 +385,8 @@ class SecurityJudge:
         if not before.allowed:
             return Judgement(verdict, learnable=False)
         reason = f"conversation of {len(turns) + 1} turns: {whole.reason}"
-        return Judgement(whole.model_copy(update={"reason": reason}), learnable=False)
+        # spreading a request over turns is itself an evasion: the block stands whatever the scope
+        return Judgement(whole.model_copy(update={"reason": reason, "deferred_to_scope": False}), learnable=False)
 
     async def _with_carried(self, text: str) -> tuple[SecurityVerdict, bool]:
         """The question's verdict; when it passes, the content verdict on the data it carries (both judged at once).
