@@ -103,6 +103,9 @@ bir ve bu ile bana benim gibi kadar sonra olarak yok ama veya neden nedir bunu i
 jak nie czy dla przez gdzie kiedy tylko albo oraz mnie jaki jakie masz jakiego moje
 """.split())
 MIN_MARKER_SHARE = 0.15
+# ...and a text with this many marked words (as many of its words as the markers need) is in that language too, its
+# unmarked words included: a Vietnamese or Turkish question that quotes English words ("bath bomb", "kill -9")
+MIN_MARKED_WORDS = 3
 _SENTENCE_END = re.compile(r"(?<=[.!?;。！？；\n])")
 _PUNCT = "\"'`([{<,.;:!?)]}>*_#-–—…¿¡«»“”„"
 
@@ -127,11 +130,11 @@ def foreign_share(text: str) -> float:
     """The share of ``text``'s letters the encoder cannot read: letters outside the Latin script (a Han, kana or
     Hangul character counting as :data:`SYLLABIC_WEIGHT` letters, a vowel sign or other combining mark as one), and
     the letters of words marked as a Latin-script language it was not trained on (:data:`_MARKED`), or every Latin
-    letter when its function words are such a language's (:data:`_MARKER_WORDS`), unless the text's function words say
-    it is written in one of the encoder's languages. A word of Latin and look-alike letters ("раѕѕwоrd") is
+    letter when its function words are such a language's (:data:`_MARKER_WORDS`) or enough of its words are marked
+    (:data:`MIN_MARKED_WORDS`), unless the text's function words say it is written in one of the encoder's languages. A word of Latin and look-alike letters ("раѕѕwоrd") is
     Latin: swapped-in Cyrillic or Greek twins are an obfuscation of English, which the encoder reads folded."""
     latin = other = marked = 0
-    words = function = markers = 0
+    words = function = markers = marked_words = 0
     for word in text[:MAX_CHARS].split():
         letters = _letters(word)
         if not letters:
@@ -140,6 +143,7 @@ def foreign_share(text: str) -> float:
         if any(c.isascii() for c in letters) and all(_latin(c) or is_lookalike(c) for c in letters):
             if any(_marked(c) for c in letters):
                 marked += len(letters)
+                marked_words += 1
             else:
                 latin += len(letters)
                 bare = _bare(word)
@@ -155,7 +159,8 @@ def foreign_share(text: str) -> float:
                 other += SYLLABIC_WEIGHT if _syllabic(c) else 1
     if function > MAX_FUNCTION_SHARE * words:
         latin, marked = latin + marked, 0
-    elif markers >= 2 and markers >= MIN_MARKER_SHARE * words:
+    elif (markers >= 2 and markers >= MIN_MARKER_SHARE * words) or (
+            marked_words >= MIN_MARKED_WORDS and marked_words >= MIN_MARKER_SHARE * words):
         latin, marked = 0, latin + marked
     total = latin + other + marked
     return (other + marked) / total if total else 0.0
