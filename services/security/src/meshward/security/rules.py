@@ -367,7 +367,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
           # the topic itself, at this mention (variants are lowercase with single spaces)
           r"(?<!what is a )(?<!what's a )(?<!whats a )(?<!what is an )(?<!what are )(?<!what is )(?<!how do )"
           r"(?<!how does )(?<!what does )(?<!what does ')(?<!what does \")(?<!the term )(?<!the term ')(?<!the term \")"
-          r"\bjail\s*-?\s*break(?:s|ing|ed|er)?\b(?!\s+(?:my|an?|the|your|this|that|his|her|their)\s+(?:old\s+|new\s+)?"
+          r"\bjail\s*-?\s*break(?:s|ing|ed|er)?\b(?!\s+(?:my|an?|the|your|this|that|his|her|their)\s+(?:old\s+|new\s+|own\s+)?"
           r"(?:iphone|ipad|ipod|ios|phone|android|device|console|playstation|ps[2-5]|xbox|switch|kindle|firestick|"
           r"fire\s+stick|router|tablet|apple\s+tv|roku|wii|3ds|psp|car|tesla)\b)"),
     _rule("bypass.injection_marker", SB, 0.9,
