@@ -131,8 +131,9 @@ def foreign_share(text: str) -> float:
     Hangul character counting as :data:`SYLLABIC_WEIGHT` letters, a vowel sign or other combining mark as one), and
     the letters of words marked as a Latin-script language it was not trained on (:data:`_MARKED`), or every Latin
     letter when its function words are such a language's (:data:`_MARKER_WORDS`) or enough of its words are marked
-    (:data:`MIN_MARKED_WORDS`), unless the text's function words say it is written in one of the encoder's languages. A word of Latin and look-alike letters ("раѕѕwоrd") is
-    Latin: swapped-in Cyrillic or Greek twins are an obfuscation of English, which the encoder reads folded."""
+    (:data:`MIN_MARKED_WORDS`), unless the text's function words say it is written in one of the encoder's languages.
+    A word of Latin and look-alike letters ("раѕѕwоrd") is Latin: swapped-in Cyrillic or Greek twins are an
+    obfuscation of English, which the encoder reads folded."""
     latin = other = marked = 0
     words = function = markers = marked_words = 0
     for word in text[:MAX_CHARS].split():
