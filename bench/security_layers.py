@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 import numpy as np
-from meshward.contracts import SecurityCheckRequest
+from meshward.contracts import SecurityCheckRequest, SecurityVerdict
 from meshward.security.classifier import ClassifierLayer, SecurityClassifier, score_texts
 from meshward.security.decision import RulesLayerAdapter
 from meshward.security.handlers import _judge
@@ -26,17 +26,22 @@ from meshward.security_training.data import BENIGN, LABELS, build_examples, exte
 from meshward.training.metrics import recall_at_fpr
 
 
-async def _service_blocks(model: SecurityClassifier, texts: list[str], **layer_options: Any) -> np.ndarray:
-    """Whether the service's decision for a question (no known threats: no memory here; the data the question
-    carries judged as content, as the service does) blocks each text. ``layer_options`` go to the classifier layer
-    (the n-gram model for foreign text, the encoder's floor)."""
+async def _service_verdicts(model: SecurityClassifier, texts: list[str], **layer_options: Any) -> list[SecurityVerdict]:
+    """The service's decision for each question (no known threats: no memory here; the data the question carries
+    judged as content, as the service does). ``layer_options`` go to the classifier layer (the n-gram model for foreign
+    text, the encoder's floor, the harm verdicts deferred to scope)."""
     layer = ClassifierLayer(model, max_batch_size=32, max_wait_ms=2.0, **layer_options)
     judge = _judge(RulesLayerAdapter(), [], [layer])
     try:
         judgements = await asyncio.gather(*(judge.check(SecurityCheckRequest(text=t)) for t in texts))
     finally:
         await layer.close()
-    return np.array([not j.verdict.allowed for j in judgements])
+    return [j.verdict for j in judgements]
+
+
+async def _service_blocks(model: SecurityClassifier, texts: list[str], **layer_options: Any) -> np.ndarray:
+    """Whether the service's decision for a question blocks each text (:func:`_service_verdicts`)."""
+    return np.array([not v.allowed for v in await _service_verdicts(model, texts, **layer_options)])
 
 
 def main() -> None:

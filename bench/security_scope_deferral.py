@@ -24,14 +24,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ask_eval import default_corpora, read_corpus  # noqa: E402
-from meshward.contracts import SecurityCheckRequest  # noqa: E402
 from meshward.intent.classifier import FineTunedScopeClassifier  # noqa: E402
 from meshward.intent.scope import load_scope  # noqa: E402
 from meshward.security.chargram import CharGramModel  # noqa: E402
-from meshward.security.classifier import ClassifierLayer, SecurityClassifier  # noqa: E402
-from meshward.security.decision import RulesLayerAdapter  # noqa: E402
-from meshward.security.handlers import _judge  # noqa: E402
+from meshward.security.classifier import SecurityClassifier  # noqa: E402
 from meshward.supervisor.credentials import for_screening  # noqa: E402
+from security_layers import _service_verdicts  # noqa: E402
 
 CORPORA = Path(__file__).resolve().parent / "corpora"
 DEFAULT_SETS = ("question_edgy_dev", "question_edgy_blind", "question_xsafety_dev", "question_xsafety_blind",
@@ -39,15 +37,10 @@ DEFAULT_SETS = ("question_edgy_dev", "question_edgy_blind", "question_xsafety_de
                 "question_multilingual_blind")
 
 
-async def verdicts(model: SecurityClassifier, other: CharGramModel, texts: list[str], sure: float, share: float) -> list[dict]:
-    layer = ClassifierLayer(model, max_batch_size=32, max_wait_ms=2.0, other_scripts=other, harm_sure_score=sure,
-                            harm_min_share=share)
-    judge = _judge(RulesLayerAdapter(), [], [layer])
-    try:
-        judged = await asyncio.gather(*(judge.check(SecurityCheckRequest(text=for_screening(t))) for t in texts))
-    finally:
-        await layer.close()
-    return [{"blocked": not j.verdict.allowed, "deferred": j.verdict.deferred_to_scope} for j in judged]
+def verdicts(model: SecurityClassifier, other: CharGramModel, texts: list[str], sure: float, share: float) -> list[dict]:
+    judged = asyncio.run(_service_verdicts(model, [for_screening(t) for t in texts], other_scripts=other,
+                                           harm_sure_score=sure, harm_min_share=share))
+    return [{"blocked": not v.allowed, "deferred": v.deferred_to_scope} for v in judged]
 
 
 def figures(rows: list[dict]) -> dict[str, float | None]:
@@ -94,7 +87,7 @@ def main() -> None:
         counts = {label: sum(i["label"] == label for i in items) for label in ("attack", "harmful", "benign")}
         out[name] = {"counts": counts}
         for column, (sure, share) in zip(names, settings, strict=True):
-            judged = asyncio.run(verdicts(model, other, texts, sure, share))
+            judged = verdicts(model, other, texts, sure, share)
             rows = [{**j, "label": i["label"], "in_scope": s.in_scope} for i, j, s in zip(items, judged, scoped, strict=True)]
             out[name][column] = figures(rows)
         print(f"\n== {name} {counts}", flush=True)

@@ -105,6 +105,11 @@ def decide(state: AskState, max_visits: int) -> tuple[str, str]:
     return nxt, reason
 
 
+def _waits_for_scope(security: dict[str, Any]) -> bool:
+    """A security block deferred to scope: it stands only if intent puts the question in scope."""
+    return not security["allowed"] and bool(security.get("deferred_to_scope"))
+
+
 def _rule(state: AskState) -> tuple[str, str]:
     if state.get("status") in ("refused", "error") and state.get("answer") is not None:
         return FINISH, f"{state['status']}: done"
@@ -115,7 +120,7 @@ def _rule(state: AskState) -> tuple[str, str]:
     security = state.get("security")
     if security is None:
         return "security", "input not checked yet"
-    deferred = not security["allowed"] and security.get("deferred_to_scope", False)
+    deferred = _waits_for_scope(security)
     if not security["allowed"] and not deferred:
         return "refuse", f"threat: {security.get('threat_category')}"
     intent = state.get("intent")
@@ -622,15 +627,15 @@ class GraphBuilder:
         security = state.get("security") or {}
         intent = state.get("intent") or {}
         # a deferred harm verdict stands only for a question in scope; out of scope, the scope refusal answers it
-        out_of_scope = bool(intent) and not intent.get("in_scope", True)
-        if security and not security.get("allowed", True) and not (security.get("deferred_to_scope") and out_of_scope):
+        deferred = bool(security) and _waits_for_scope(security)
+        if security and not security["allowed"] and not (deferred and not intent.get("in_scope", True)):
             category = security.get("threat_category")
             text = REFUSALS["security"].format(category=category)
             if category == ThreatCategory.HARMFUL_CONTENT:
                 text += " " + REFUSALS["harmful_content"]
             return {"answer": text, "status": "refused", "refusal_reason": "security", "threat_category": category}
         text = REFUSALS["out_of_scope"]
-        if security.get("deferred_to_scope"):  # unsure, but about harm: someone in a crisis is still pointed to help
+        if deferred:  # unsure, but about harm: someone in a crisis is still pointed to help
             text += " " + REFUSALS["harmful_content"]
         return {"answer": text, "status": "refused", "refusal_reason": "out_of_scope"}
 
