@@ -33,7 +33,8 @@ from security_layers import _service_verdicts  # noqa: E402
 
 CORPORA = Path(__file__).resolve().parent / "corpora"
 DEFAULT_SETS = ("question_edgy_dev", "question_edgy_blind", "question_xsafety_dev", "question_xsafety_blind",
-                "question_seeming_blind", "question_blind", "question_blind2", "question_blind4", "question_multilingual_harm",
+                "question_seeming_blind", "question_european_blind", "question_blind", "question_blind2", "question_blind4",
+                "question_multilingual_harm",
                 "question_multilingual_blind")
 
 
