@@ -12,7 +12,9 @@ ROOT = Path(__file__).resolve().parents[3]
 CORPORA = sorted((ROOT / "bench" / "corpora").glob("question_*.jsonl"))
 
 
-def _read_corpus():
+@pytest.fixture(scope="module")
+def read_corpus():
+    """The benches' own reader (bench/ask_eval.py), loaded once."""
     spec = importlib.util.spec_from_file_location("bench_ask_eval", ROOT / "bench" / "ask_eval.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -24,8 +26,8 @@ def test_the_question_sets_are_there():
 
 
 @pytest.mark.parametrize("path", CORPORA, ids=[p.stem for p in CORPORA])
-def test_a_question_set_reads_whole_with_no_text_twice(path):
-    rows = _read_corpus()(path)
-    assert len(rows) == sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
-    texts = [json.loads(line)["text"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+def test_a_question_set_reads_whole_with_no_text_twice(path, read_corpus):
+    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    assert len(read_corpus(path)) == len(lines)
+    texts = [json.loads(line)["text"] for line in lines]
     assert len(set(texts)) == len(texts)
